@@ -1,0 +1,134 @@
+//! Configuration from flags and `PRIOQ_*` environment variables.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// prioq: a priority job queue over Redis, spoken to in HTTP/JSON.
+#[derive(Debug, Clone, Parser)]
+#[command(version, about)]
+pub struct Config {
+    /// Address to listen on for HTTP.
+    #[arg(long, env = "PRIOQ_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Redis to keep the queues in.
+    #[arg(
+        long,
+        env = "PRIOQ_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+
+    /// Bearer tokens accepted on /v1 routes, comma-separated; unset means no auth.
+    /// Two tokens at once let clients move from one to the other.
+    #[arg(
+        long,
+        env = "PRIOQ_API_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_tokens: Vec<String>,
+
+    /// Lease length when a claim does not give `lease_ms`.
+    #[arg(long, env = "PRIOQ_DEFAULT_LEASE_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(100..=43_200_000))]
+    pub default_lease_ms: u64,
+
+    /// Deliveries a job gets when its enqueue does not give `max_attempts`.
+    #[arg(long, env = "PRIOQ_MAX_ATTEMPTS", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_attempts: u32,
+
+    /// Share of claimed jobs taken from the least urgent class (0 to 0.5),
+    /// so bulk work keeps draining under urgent load.
+    #[arg(long, env = "PRIOQ_BULK_FLOOR", default_value_t = 0.1, value_parser = parse_bulk_floor)]
+    pub bulk_floor: f64,
+
+    /// How often this instance's sweeper takes back expired leases and
+    /// promotes due scheduled jobs.
+    #[arg(long, env = "PRIOQ_SWEEP_INTERVAL_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub sweep_interval_ms: u64,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "PRIOQ_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+
+    /// Prefix of every Redis key; instances sharing a prefix share queues.
+    #[arg(long, env = "PRIOQ_KEY_PREFIX", default_value = "prioq", value_parser = parse_key_prefix)]
+    pub key_prefix: String,
+
+    /// Bound on each call to Redis; past it the request answers 503.
+    #[arg(long, env = "PRIOQ_REDIS_TIMEOUT_MS", default_value_t = 3000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub redis_timeout_ms: u64,
+
+    /// Redis connections in the pool (each is multiplexed).
+    #[arg(long, env = "PRIOQ_REDIS_POOL_SIZE", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub redis_pool_size: u32,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Print the OpenAPI document and exit.
+    Openapi,
+}
+
+impl Config {
+    /// Defaults for everything, as with no flags and no environment.
+    pub fn with_defaults() -> Self {
+        Self::parse_from(["prioq"])
+    }
+
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_millis(self.sweep_interval_ms)
+    }
+
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+}
+
+fn parse_bulk_floor(s: &str) -> Result<f64, String> {
+    let value: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=0.5).contains(&value) {
+        Ok(value)
+    } else {
+        Err("must be between 0 and 0.5".into())
+    }
+}
+
+fn parse_key_prefix(s: &str) -> Result<String, String> {
+    let valid = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if valid {
+        Ok(s.to_owned())
+    } else {
+        Err("use 1 to 64 of A-Z a-z 0-9 _ - . :".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_floor_above_half_is_refused() {
+        assert!(Config::try_parse_from(["prioq", "--bulk-floor", "0.6"]).is_err());
+        assert!(Config::try_parse_from(["prioq", "--bulk-floor", "0.5"]).is_ok());
+    }
+
+    #[test]
+    fn key_prefix_with_glob_characters_is_refused() {
+        assert!(Config::try_parse_from(["prioq", "--key-prefix", "a*b"]).is_err());
+        assert!(Config::try_parse_from(["prioq", "--key-prefix", "team:a"]).is_ok());
+    }
+}

@@ -1,0 +1,349 @@
+//! The lease lifecycle: claim (with long poll), ack, ack many, extend, nack.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, Problem, ProblemCode, Result};
+use super::jobs::{JobList, JobView};
+use super::params::{JobPath, QueuePath, is_job_id};
+use crate::queue::{AckOutcome, ClaimOptions, Nack};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/queues/{queue}/claim", post(claim))
+        .route("/v1/queues/{queue}/ack", post(ack_many))
+        .route("/v1/queues/{queue}/jobs/{id}/ack", post(ack))
+        .route("/v1/queues/{queue}/jobs/{id}/extend", post(extend))
+        .route("/v1/queues/{queue}/jobs/{id}/nack", post(nack))
+}
+
+const LEASE_MS: std::ops::RangeInclusive<u64> = 100..=43_200_000;
+const MAX_WAIT_MS: u64 = 20_000;
+const MAX_ERROR_CHARS: usize = 2000;
+const MAX_ACKS: usize = 1000;
+const MAX_DELAY_MS: u64 = 2_592_000_000;
+const MAX_WORKER_CHARS: usize = 200;
+const MAX_TOKEN_CHARS: usize = 200;
+
+/// How to claim; every field is optional.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(example = json!({"worker": "billing-7", "lease_ms": 60000, "max_jobs": 1, "wait_ms": 0}))]
+pub struct ClaimRequest {
+    /// Who claims, shown on the leased jobs; up to 200 characters.
+    worker: Option<String>,
+    /// Lease length, 100 to 43200000; default from configuration.
+    #[schema(minimum = 100, maximum = 43_200_000)]
+    lease_ms: Option<u64>,
+    /// 1 to 100; default 1.
+    #[schema(minimum = 1, maximum = 100)]
+    max_jobs: Option<u32>,
+    /// Long poll: wait up to this long (0 to 20000) for a claimable job.
+    #[serde(default)]
+    #[schema(maximum = 20_000)]
+    wait_ms: u64,
+}
+
+/// Claim jobs.
+///
+/// Leases up to `max_jobs` jobs, most urgent first and oldest first inside
+/// a priority, except for the bulk floor's share, which takes the oldest
+/// job of the least urgent priority. With `wait_ms` the request waits for a
+/// job to become claimable. An empty list means nothing was claimable.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/claim", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body(content = ClaimRequest, description = "May be left out"),
+    responses(
+        (status = 200, description = "The leased jobs (state `processing`)", body = JobList),
+        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn claim(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    OptionalJsonBody(request): OptionalJsonBody<ClaimRequest>,
+) -> Result<axum::Json<JobList>> {
+    let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
+    if !LEASE_MS.contains(&lease_ms) {
+        return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
+    }
+    let max_jobs = request.max_jobs.unwrap_or(1);
+    if !(1..=100).contains(&max_jobs) {
+        return Err(ApiError::validation("max_jobs", "must be 1 to 100"));
+    }
+    if request.wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::validation("wait_ms", "must be 0 to 20000"));
+    }
+    if let Some(worker) = &request.worker {
+        if worker.chars().count() > MAX_WORKER_CHARS {
+            return Err(ApiError::validation(
+                "worker",
+                "must be at most 200 characters",
+            ));
+        }
+    }
+    let options = ClaimOptions {
+        worker: request.worker.filter(|w| !w.is_empty()),
+        lease_ms,
+        max_jobs,
+        wait: Duration::from_millis(request.wait_ms),
+    };
+    let queue = path.queue.as_str();
+    let jobs = state.broker.claim(queue, &options, &state.shutdown).await?;
+    Ok(axum::Json(JobList {
+        jobs: jobs
+            .into_iter()
+            .map(|job| JobView::new(queue, job))
+            .collect(),
+    }))
+}
+
+/// Proof of the current lease.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AckRequest {
+    lease_token: String,
+}
+
+fn check_token(field: &str, token: &str) -> Result<()> {
+    if token.is_empty() || token.len() > MAX_TOKEN_CHARS {
+        return Err(ApiError::validation(
+            field,
+            "must be a lease token from a claim",
+        ));
+    }
+    Ok(())
+}
+
+/// Acknowledge a finished job.
+///
+/// The job and its payload are deleted. Works after the deadline as long
+/// as the sweeper has not taken the job back.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs/{id}/ack", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    request_body = AckRequest,
+    responses(
+        (status = 204, description = "Acknowledged; the job is gone"),
+        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn ack(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+    JsonBody(request): JsonBody<AckRequest>,
+) -> Result<StatusCode> {
+    check_token("lease_token", &request.lease_token)?;
+    let outcome = state
+        .broker
+        .ack(
+            path.queue.as_str(),
+            &[(path.id.as_str(), &request.lease_token)],
+        )
+        .await?;
+    match outcome.first() {
+        Some(AckOutcome::Acked) => Ok(StatusCode::NO_CONTENT),
+        Some(AckOutcome::LeaseLost) => Err(ApiError::LeaseLost),
+        _ => Err(ApiError::NotFound("no such job".into())),
+    }
+}
+
+/// Many acknowledgements.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AckManyRequest {
+    /// 1 to 1000 entries.
+    jobs: Vec<AckEntry>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AckEntry {
+    id: String,
+    lease_token: String,
+}
+
+/// The outcome of each acknowledgement, in request order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AckManyResponse {
+    results: Vec<AckResult>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AckResult {
+    id: String,
+    /// 204 acknowledged, 404 no such job, 409 lease lost.
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<ProblemCode>,
+}
+
+/// Acknowledge many jobs.
+///
+/// Each entry follows the single-ack rules on its own.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/ack", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = AckManyRequest,
+    responses(
+        (status = 200, description = "One result per entry", body = AckManyResponse),
+        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn ack_many(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    JsonBody(request): JsonBody<AckManyRequest>,
+) -> Result<axum::Json<AckManyResponse>> {
+    if !(1..=MAX_ACKS).contains(&request.jobs.len()) {
+        return Err(ApiError::validation("jobs", "must hold 1 to 1000 entries"));
+    }
+    for (i, entry) in request.jobs.iter().enumerate() {
+        if !is_job_id(&entry.id) {
+            return Err(ApiError::validation(
+                format!("jobs[{i}].id"),
+                "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+            ));
+        }
+        check_token(&format!("jobs[{i}].lease_token"), &entry.lease_token)?;
+    }
+    let leases: Vec<(&str, &str)> = request
+        .jobs
+        .iter()
+        .map(|entry| (entry.id.as_str(), entry.lease_token.as_str()))
+        .collect();
+    let outcomes = state.broker.ack(path.queue.as_str(), &leases).await?;
+    let results = request
+        .jobs
+        .into_iter()
+        .zip(outcomes)
+        .map(|(entry, outcome)| {
+            let (status, code) = match outcome {
+                AckOutcome::Acked => (204, None),
+                AckOutcome::LeaseLost => (409, Some(ProblemCode::LeaseLost)),
+                AckOutcome::NotFound => (404, Some(ProblemCode::NotFound)),
+            };
+            AckResult {
+                id: entry.id,
+                status,
+                code,
+            }
+        })
+        .collect();
+    Ok(axum::Json(AckManyResponse { results }))
+}
+
+/// A heartbeat: keep the lease for `lease_ms` from now.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExtendRequest {
+    lease_token: String,
+    /// 100 to 43200000; default from configuration.
+    #[schema(minimum = 100, maximum = 43_200_000)]
+    lease_ms: Option<u64>,
+}
+
+/// Extend a lease.
+///
+/// The new deadline is now + `lease_ms`; the lease token stays the same.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs/{id}/extend", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    request_body = ExtendRequest,
+    responses(
+        (status = 200, description = "The job with its new `lease_expires_at`", body = JobView),
+        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn extend(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+    JsonBody(request): JsonBody<ExtendRequest>,
+) -> Result<axum::Json<JobView>> {
+    check_token("lease_token", &request.lease_token)?;
+    let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
+    if !LEASE_MS.contains(&lease_ms) {
+        return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
+    }
+    let queue = path.queue.as_str();
+    let job = state
+        .broker
+        .extend(queue, path.id.as_str(), &request.lease_token, lease_ms)
+        .await?;
+    Ok(axum::Json(JobView::new(queue, job)))
+}
+
+/// Give a job back without success.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"lease_token": "…", "delay_ms": 0, "error": "timeout talking to SMTP", "dead": false}))]
+pub struct NackRequest {
+    lease_token: String,
+    /// Keep the job scheduled this long before it is claimable again.
+    #[serde(default)]
+    #[schema(maximum = 2_592_000_000_u64)]
+    delay_ms: u64,
+    /// Kept as the job's `last_error`; up to 2000 characters.
+    error: Option<String>,
+    /// Dead-letter the job now.
+    #[serde(default)]
+    dead: bool,
+    /// Requeue at this priority instead of the job's own.
+    #[schema(maximum = 255)]
+    priority: Option<u8>,
+}
+
+/// Nack a job.
+///
+/// `attempts` goes up by one; the job goes back to `pending` behind the jobs
+/// already waiting in its priority (or `scheduled` with `delay_ms`), or to
+/// `dead` when `dead` is true or its attempts reach `max_attempts`.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs/{id}/nack", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    request_body = NackRequest,
+    responses(
+        (status = 200, description = "The job in its new state", body = JobView),
+        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn nack(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+    JsonBody(request): JsonBody<NackRequest>,
+) -> Result<axum::Json<JobView>> {
+    check_token("lease_token", &request.lease_token)?;
+    if request.delay_ms > MAX_DELAY_MS {
+        return Err(ApiError::validation(
+            "delay_ms",
+            "must be at most 2592000000 (30 days)",
+        ));
+    }
+    if let Some(error) = &request.error {
+        if error.chars().count() > MAX_ERROR_CHARS {
+            return Err(ApiError::validation(
+                "error",
+                "must be at most 2000 characters",
+            ));
+        }
+    }
+    let queue = path.queue.as_str();
+    let nack = Nack {
+        delay_ms: request.delay_ms,
+        error: request.error,
+        dead: request.dead,
+        priority: request.priority,
+    };
+    let job = state
+        .broker
+        .nack(queue, path.id.as_str(), &request.lease_token, &nack)
+        .await?;
+    Ok(axum::Json(JobView::new(queue, job)))
+}

@@ -1,0 +1,152 @@
+//! The dead-letter queue: list, requeue, delete.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, ApiQuery, OptionalJsonBody, Problem, Result};
+use super::jobs::JobView;
+use super::params::{JobPath, QueuePath};
+use crate::queue::DeadCursor;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/queues/{queue}/dlq", get(dead_jobs))
+        .route("/v1/queues/{queue}/dlq/{id}/requeue", post(requeue))
+        .route("/v1/queues/{queue}/dlq/{id}", delete(delete_dead))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeadJobsQuery {
+    /// Page size, 1 to 1000; default 50.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// A page of dead jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadJobsPage {
+    /// Most recently dead first.
+    jobs: Vec<JobView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    next_cursor: Option<String>,
+    /// Dead jobs in the queue.
+    total: u64,
+}
+
+/// List dead jobs.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/dlq", tag = "dlq",
+    params(("queue" = String, Path, description = "Queue name"), DeadJobsQuery),
+    responses(
+        (status = 200, description = "A page of dead jobs", body = DeadJobsPage),
+        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn dead_jobs(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    ApiQuery(query): ApiQuery<DeadJobsQuery>,
+) -> Result<axum::Json<DeadJobsPage>> {
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
+    }
+    let cursor = query
+        .cursor
+        .map(|cursor| {
+            cursor.parse::<DeadCursor>().map_err(|()| {
+                ApiError::InvalidRequest("`cursor` is not a cursor this API gave".into())
+            })
+        })
+        .transpose()?;
+    let queue = path.queue.as_str();
+    let page = state
+        .broker
+        .dead_jobs(queue, limit, cursor.as_ref())
+        .await?;
+    Ok(axum::Json(DeadJobsPage {
+        jobs: page
+            .jobs
+            .into_iter()
+            .map(|job| JobView::new(queue, job))
+            .collect(),
+        next_cursor: page.next_cursor,
+        total: page.total,
+    }))
+}
+
+/// Optional settings of a requeue.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct RequeueRequest {
+    /// Requeue at this priority instead of the job's own.
+    #[schema(maximum = 255)]
+    priority: Option<u8>,
+}
+
+/// Requeue a dead job.
+///
+/// The job goes back to `pending` with `attempts` 0, behind the jobs waiting
+/// in its priority. The body may be left out.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/dlq/{id}/requeue", tag = "dlq",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    request_body(content = RequeueRequest, description = "May be left out"),
+    responses(
+        (status = 200, description = "The job, pending again", body = JobView),
+        (status = "4XX", description = "Rejected, no such job, or it is not dead", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn requeue(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+    OptionalJsonBody(request): OptionalJsonBody<RequeueRequest>,
+) -> Result<axum::Json<JobView>> {
+    let queue = path.queue.as_str();
+    let job = state
+        .broker
+        .requeue(queue, path.id.as_str(), request.priority)
+        .await
+        .map_err(not_dead)?;
+    Ok(axum::Json(JobView::new(queue, job)))
+}
+
+/// Delete a dead job.
+#[utoipa::path(
+    delete, path = "/v1/queues/{queue}/dlq/{id}", tag = "dlq",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = "4XX", description = "Rejected, no such job, or it is not dead", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete_dead(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+) -> Result<StatusCode> {
+    state
+        .broker
+        .delete_dead(path.queue.as_str(), path.id.as_str())
+        .await
+        .map_err(not_dead)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn not_dead(error: crate::queue::QueueError) -> ApiError {
+    match ApiError::from(error) {
+        ApiError::Conflict(_) => {
+            ApiError::Conflict("the job is not in the dead-letter queue".into())
+        }
+        other => other,
+    }
+}

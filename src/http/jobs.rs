@@ -1,0 +1,339 @@
+//! Jobs: enqueue (single and batch), read, delete; and the job view every
+//! endpoint answers with.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, JsonBody, Problem, Result};
+use super::params::{JobPath, QueuePath, is_job_id};
+use crate::queue::{Job, JobState, NewJob, QueueError};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/queues/{queue}/jobs", post(enqueue))
+        .route("/v1/queues/{queue}/jobs/batch", post(enqueue_batch))
+        .route("/v1/queues/{queue}/jobs/{id}", get(job).delete(delete_job))
+}
+
+const MAX_TASK_CHARS: usize = 200;
+const MAX_DELAY_MS: u64 = 2_592_000_000;
+const MAX_BATCH: usize = 1000;
+
+/// A job to add.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234", "delay_ms": 0, "max_attempts": 5}))]
+pub struct EnqueueRequest {
+    /// What the worker should do, 1 to 200 characters.
+    task: String,
+    /// Any JSON value, kept as sent; default `{}`.
+    #[serde(default = "empty_args")]
+    #[schema(value_type = Object)]
+    args: Box<RawValue>,
+    /// 0 (most urgent) to 255; default 1.
+    #[serde(default = "default_priority")]
+    #[schema(default = 1, maximum = 255)]
+    priority: u8,
+    /// A client-chosen id makes the enqueue idempotent.
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+    id: Option<String>,
+    /// Keep the job scheduled (not claimable) this long; at most 30 days.
+    #[serde(default)]
+    #[schema(maximum = 2_592_000_000_u64)]
+    delay_ms: u64,
+    /// Deliveries before the job is dead-lettered, 1 to 1000; default from configuration.
+    #[schema(minimum = 1, maximum = 1000)]
+    max_attempts: Option<u32>,
+}
+
+fn empty_args() -> Box<RawValue> {
+    RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable!("`{{}}` is JSON"))
+}
+
+fn default_priority() -> u8 {
+    1
+}
+
+impl EnqueueRequest {
+    /// Checks the ranges serde cannot; `field` prefixes the field names.
+    fn into_new_job(self, field: &str, default_max_attempts: u32) -> Result<NewJob> {
+        let chars = self.task.chars().count();
+        if !(1..=MAX_TASK_CHARS).contains(&chars) {
+            return Err(ApiError::validation(
+                format!("{field}task"),
+                "must be 1 to 200 characters",
+            ));
+        }
+        if let Some(id) = &self.id {
+            if !is_job_id(id) {
+                return Err(ApiError::validation(
+                    format!("{field}id"),
+                    "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+                ));
+            }
+        }
+        if self.delay_ms > MAX_DELAY_MS {
+            return Err(ApiError::validation(
+                format!("{field}delay_ms"),
+                "must be at most 2592000000 (30 days)",
+            ));
+        }
+        let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
+        if !(1..=1000).contains(&max_attempts) {
+            return Err(ApiError::validation(
+                format!("{field}max_attempts"),
+                "must be 1 to 1000",
+            ));
+        }
+        Ok(NewJob {
+            id: self.id,
+            task: self.task,
+            args: self.args,
+            priority: self.priority,
+            delay_ms: self.delay_ms,
+            max_attempts,
+        })
+    }
+}
+
+/// Many jobs to add at once.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct EnqueueBatchRequest {
+    /// 1 to 1000 jobs; FIFO inside a priority follows this order.
+    jobs: Vec<EnqueueRequest>,
+}
+
+/// The jobs of a batch enqueue, in request order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    pub jobs: Vec<JobView>,
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StateName {
+    Pending,
+    Scheduled,
+    Processing,
+    Dead,
+}
+
+/// A job, as every endpoint that returns one shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: String,
+    pub queue: String,
+    pub task: String,
+    #[schema(value_type = Object)]
+    pub args: Box<RawValue>,
+    pub priority: u8,
+    pub state: StateName,
+    /// Deliveries that ended without an ack.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub enqueued_at: String,
+    /// When a scheduled job becomes claimable.
+    pub run_at: Option<String>,
+    pub lease_token: Option<String>,
+    pub lease_expires_at: Option<String>,
+    pub worker: Option<String>,
+    pub last_error: Option<String>,
+    /// When the job was dead-lettered (dead jobs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_at: Option<String>,
+    /// Whether an enqueue added the job (enqueue answers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+}
+
+impl JobView {
+    pub fn new(queue: &str, job: Job) -> Self {
+        let (lease_token, lease_expires_at, worker) = match job.lease {
+            Some(lease) => (
+                Some(lease.token),
+                Some(timestamp(lease.expires_at_ms)),
+                lease.worker,
+            ),
+            None => (None, None, None),
+        };
+        Self {
+            id: job.id,
+            queue: queue.to_owned(),
+            task: job.task,
+            args: job.args,
+            priority: job.priority,
+            state: match job.state {
+                JobState::Pending => StateName::Pending,
+                JobState::Scheduled => StateName::Scheduled,
+                JobState::Processing => StateName::Processing,
+                JobState::Dead => StateName::Dead,
+            },
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            enqueued_at: timestamp(job.enqueued_at_ms),
+            run_at: job.run_at_ms.map(timestamp),
+            lease_token,
+            lease_expires_at,
+            worker,
+            last_error: job.last_error,
+            dead_at: job.dead_at_ms.map(timestamp),
+            created: None,
+        }
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, e.g. `2026-11-29T23:58:12.345Z`.
+pub fn timestamp(unix_ms: i64) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_default()
+}
+
+/// Enqueue a job.
+///
+/// With a client `id` the enqueue is idempotent: a job already known under
+/// that id is answered (200, `created: false`) and nothing is added.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs", tag = "jobs",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "Job added", body = JobView,
+         headers(("Location" = String, description = "The job's URL"))),
+        (status = 200, description = "A job with this id was already known", body = JobView),
+        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn enqueue(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    JsonBody(request): JsonBody<EnqueueRequest>,
+) -> Result<Response> {
+    let queue = path.queue.as_str();
+    let job = request.into_new_job("", state.config.max_attempts)?;
+    let enqueued = state
+        .broker
+        .enqueue(queue, std::slice::from_ref(&job))
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            QueueError::Unknown(anyhow::anyhow!("the enqueue script answered nothing"))
+        })?;
+    let created = enqueued.created;
+    let mut view = JobView::new(queue, enqueued.job);
+    view.created = Some(created);
+    if created {
+        let location = format!("/v1/queues/{queue}/jobs/{}", view.id);
+        Ok((
+            StatusCode::CREATED,
+            [(header::LOCATION, location)],
+            axum::Json(view),
+        )
+            .into_response())
+    } else {
+        Ok((StatusCode::OK, axum::Json(view)).into_response())
+    }
+}
+
+/// Enqueue many jobs at once.
+///
+/// All or nothing: one invalid job answers 422 naming its index and nothing
+/// is added. A client id repeated in one batch creates one job.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs/batch", tag = "jobs",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = EnqueueBatchRequest,
+    responses(
+        (status = 200, description = "Every job, in request order, with `created`", body = JobList),
+        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn enqueue_batch(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    JsonBody(request): JsonBody<EnqueueBatchRequest>,
+) -> Result<axum::Json<JobList>> {
+    let queue = path.queue.as_str();
+    if !(1..=MAX_BATCH).contains(&request.jobs.len()) {
+        return Err(ApiError::validation("jobs", "must hold 1 to 1000 jobs"));
+    }
+    let jobs = request
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| job.into_new_job(&format!("jobs[{i}]."), state.config.max_attempts))
+        .collect::<Result<Vec<_>>>()?;
+    let enqueued = state.broker.enqueue(queue, &jobs).await?;
+    let jobs = enqueued
+        .into_iter()
+        .map(|enqueued| {
+            let mut view = JobView::new(queue, enqueued.job);
+            view.created = Some(enqueued.created);
+            view
+        })
+        .collect();
+    Ok(axum::Json(JobList { jobs }))
+}
+
+/// Read a job in any state.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/jobs/{id}", tag = "jobs",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = "4XX", description = "Rejected, or no such job", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn job(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+) -> Result<axum::Json<JobView>> {
+    let job = state
+        .broker
+        .job(path.queue.as_str(), path.id.as_str())
+        .await?;
+    Ok(axum::Json(JobView::new(path.queue.as_str(), job)))
+}
+
+/// Delete a pending, scheduled or dead job.
+///
+/// A job being processed cannot be deleted (409 `conflict`).
+#[utoipa::path(
+    delete, path = "/v1/queues/{queue}/jobs/{id}", tag = "jobs",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = "4XX", description = "Rejected, no such job, or it is processing", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete_job(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+) -> Result<StatusCode> {
+    state
+        .broker
+        .delete(path.queue.as_str(), path.id.as_str())
+        .await
+        .map_err(|error| match ApiError::from(error) {
+            ApiError::Conflict(_) => {
+                ApiError::Conflict("the job is being processed; it cannot be deleted".into())
+            }
+            other => other,
+        })?;
+    Ok(StatusCode::NO_CONTENT)
+}

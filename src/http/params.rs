@@ -1,0 +1,99 @@
+//! Path segments, checked as they are parsed: a bad queue name or job id
+//! answers 400 before anything else happens.
+
+use serde::Deserialize;
+
+/// A queue name: `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "String")]
+pub struct QueueName(String);
+
+impl TryFrom<String> for QueueName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        let mut bytes = name.bytes();
+        let valid = name.len() <= 128
+            && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if valid {
+            Ok(Self(name))
+        } else {
+            Err(
+                "a queue name is 1 to 128 of A-Z a-z 0-9 _ . - and starts with a letter or digit"
+                    .into(),
+            )
+        }
+    }
+}
+
+impl QueueName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A job id, server- or client-chosen: `^[A-Za-z0-9_.:-]{1,128}$`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "String")]
+pub struct JobId(String);
+
+impl TryFrom<String> for JobId {
+    type Error = String;
+
+    fn try_from(id: String) -> Result<Self, String> {
+        if is_job_id(&id) {
+            Ok(Self(id))
+        } else {
+            Err("a job id is 1 to 128 of A-Z a-z 0-9 _ . : -".into())
+        }
+    }
+}
+
+impl JobId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+pub fn is_job_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct QueuePath {
+    pub queue: QueueName,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobPath {
+    pub queue: QueueName,
+    pub id: JobId,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_follow_the_contract() {
+        for good in ["a", "emails", "Q1_x.y-z", &"a".repeat(128)] {
+            assert!(QueueName::try_from(good.to_owned()).is_ok(), "{good}");
+        }
+        for bad in ["", "_a", ".a", "a b", "a:b", "a{b}", "é", &"a".repeat(129)] {
+            assert!(QueueName::try_from(bad.to_owned()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn job_ids_follow_the_contract() {
+        assert!(is_job_id("order-1234:a_b.c"));
+        assert!(is_job_id(&"x".repeat(128)));
+        assert!(!is_job_id(""));
+        assert!(!is_job_id("a/b"));
+        assert!(!is_job_id(&"x".repeat(129)));
+    }
+}

@@ -1,0 +1,126 @@
+//! Builds the application (Redis pool, HTTP listener, sweeper, wake-up
+//! listener) and runs it until shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use deadpool_redis::{PoolConfig, Runtime, Timeouts, redis};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::http::{self, AppState};
+use crate::queue::{Broker, BrokerConfig, wake};
+use crate::sweeper;
+
+/// A built, not yet running, prioq.
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    redis: redis::Client,
+}
+
+impl Application {
+    /// Binds the listener (port 0 picks a free one) and prepares the pool;
+    /// Redis need not be up yet.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let mut pool_config = PoolConfig::new(config.redis_pool_size as usize);
+        pool_config.timeouts = Timeouts {
+            wait: Some(config.redis_timeout()),
+            create: Some(config.redis_timeout()),
+            recycle: Some(config.redis_timeout()),
+        };
+        let mut redis_config = deadpool_redis::Config::from_url(&config.redis_url);
+        redis_config.pool = Some(pool_config);
+        let pool = redis_config
+            .create_pool(Some(Runtime::Tokio1))
+            .context("invalid Redis settings")?;
+        let redis = redis::Client::open(config.redis_url.as_str()).context("invalid Redis URL")?;
+        let broker = Broker::new(
+            pool,
+            BrokerConfig {
+                key_prefix: config.key_prefix.clone(),
+                redis_timeout: config.redis_timeout(),
+                bulk_floor: config.bulk_floor,
+            },
+        );
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        Ok(Self {
+            listener,
+            state: AppState {
+                broker: Arc::new(broker),
+                config: Arc::new(config),
+                shutdown: CancellationToken::new(),
+            },
+            redis,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| self.state.config.listen)
+    }
+
+    /// Cancelling it stops the application as a signal would.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.state.shutdown.clone()
+    }
+
+    /// Serves until the shutdown token is cancelled: then stops accepting,
+    /// lets in-flight requests finish (long polls answer early) and stops
+    /// the sweeper between batches.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let Self {
+            listener,
+            state,
+            redis,
+        } = self;
+        let shutdown = state.shutdown.clone();
+        let sweeper = tokio::spawn(sweeper::run(
+            Arc::clone(&state.broker),
+            state.config.sweep_interval(),
+            shutdown.clone(),
+        ));
+        let listener_task = tokio::spawn(wake::listen(
+            redis,
+            state.config.key_prefix.clone(),
+            state.broker.waiters(),
+            shutdown.clone(),
+        ));
+        let served = axum::serve(listener, http::router(state))
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .await
+            .context("HTTP server failed");
+        shutdown.cancel();
+        let _ = tokio::join!(sweeper, listener_task);
+        served
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(error) => {
+                    tracing::error!(%error, "cannot listen for SIGTERM");
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

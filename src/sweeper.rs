@@ -1,0 +1,52 @@
+//! The lease sweeper every instance runs: takes back expired leases and
+//! promotes due scheduled jobs, queue by queue, in bounded batches. Each
+//! batch is one script, so any number of instances may sweep at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::queue::{Broker, Result};
+
+/// Jobs one script call moves at most.
+const BATCH: u32 = 100;
+/// Batches per queue and pass, so one busy queue cannot hold up the rest.
+const MAX_BATCHES: u32 = 50;
+
+/// Sweeps every `interval` until `shutdown`; a pass in progress stops
+/// between two batches.
+pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(error) = sweep(&broker, &shutdown).await {
+            tracing::warn!(error = %anyhow::Error::from(error), "sweep failed; retrying next interval");
+        }
+    }
+}
+
+/// One pass over every known queue.
+pub async fn sweep(broker: &Broker, shutdown: &CancellationToken) -> Result<()> {
+    for queue in broker.queues().await? {
+        for _ in 0..MAX_BATCHES {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let (reclaimed, dead) = broker.reclaim(&queue, BATCH).await?;
+            if reclaimed > 0 {
+                tracing::info!(queue, reclaimed, dead, "took back expired leases");
+            }
+            let promoted = broker.promote(&queue, BATCH).await?;
+            if reclaimed < u64::from(BATCH) && promoted < u64::from(BATCH) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
