@@ -1,0 +1,330 @@
+//! Test support: real `redis-server` processes on free ports, and prioq
+//! instances served on port 0 against them.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use prioq::config::Config;
+use prioq::startup::Application;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub use deadpool_redis::redis;
+
+/// A `redis-server` owned by the test process. It dies with the test
+/// process even on a crash: its wrapper shell holds our stdin pipe and kills
+/// it when the pipe closes.
+#[derive(Debug)]
+pub struct RedisServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let port = free_port();
+        let script = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no \
+             --dir \"$(mktemp -d)\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
+             echo started; read _ ; kill -9 $pid"
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("redis-server must be installed (see README)");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("redis-server wrapper starts");
+        let server = Self { port, child };
+        server.wait_until_ready();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid URL")
+    }
+
+    fn wait_until_ready(&self) {
+        let client = self.client();
+        for _ in 0..500 {
+            if let Ok(mut conn) = client.get_connection() {
+                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server on port {} did not come up", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        // Closing stdin makes the wrapper kill the server.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The server most tests share; each test keeps to its own key prefix.
+pub fn shared_redis() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+pub fn unique_prefix() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "t{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Settings tests start from: the shared Redis, a fresh prefix, a quick
+/// sweeper.
+pub fn test_config() -> Config {
+    let mut config = Config::with_defaults();
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.redis_url = shared_redis().url();
+    config.key_prefix = unique_prefix();
+    config.sweep_interval_ms = 50;
+    config
+}
+
+/// A running prioq instance.
+#[derive(Debug)]
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub config: Config,
+    shutdown: CancellationToken,
+    stopped: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(test_config()).await
+}
+
+pub async fn spawn_app_with(config: Config) -> TestApp {
+    let app = Application::build(config.clone())
+        .await
+        .expect("app builds");
+    let base = format!("http://{}", app.local_addr());
+    let shutdown = app.shutdown_token();
+    let stopped = tokio::spawn(app.run_until_stopped());
+    TestApp {
+        base,
+        http: reqwest::Client::new(),
+        config,
+        shutdown,
+        stopped: Some(stopped),
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// An HTTP answer, read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The `code` of a problem answer, checking its shape on the way.
+    pub fn problem_code(&self) -> &str {
+        let content_type = self
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok());
+        assert_eq!(content_type, Some("application/problem+json"), "{self:?}");
+        assert_eq!(self.body["status"], json!(self.status.as_u16()), "{self:?}");
+        for member in ["type", "title", "detail"] {
+            assert!(
+                self.body[member].is_string(),
+                "problem without {member}: {self:?}"
+            );
+        }
+        self.body["code"].as_str().expect("problem has a code")
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn queue_url(&self, queue: &str, rest: &str) -> String {
+        format!("{}/v1/queues/{queue}{rest}", self.base)
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Answer {
+        let response = request.send().await.expect("request is answered");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body is read");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn post(&self, url: String, body: Value) -> Answer {
+        self.send(self.http.post(url).json(&body)).await
+    }
+
+    pub async fn get(&self, url: String) -> Answer {
+        self.send(self.http.get(url)).await
+    }
+
+    /// Enqueues and returns the job view, asserting it was created.
+    pub async fn enqueue(&self, queue: &str, body: Value) -> Value {
+        let answer = self.post(self.queue_url(queue, "/jobs"), body).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        answer.body
+    }
+
+    /// Claims with `body` and returns the leased jobs.
+    pub async fn claim(&self, queue: &str, body: Value) -> Vec<Value> {
+        let answer = self.post(self.queue_url(queue, "/claim"), body).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        answer.body["jobs"].as_array().expect("jobs").clone()
+    }
+
+    pub async fn claim_one(&self, queue: &str) -> Option<Value> {
+        self.claim(queue, json!({})).await.into_iter().next()
+    }
+
+    pub async fn ack(&self, queue: &str, job: &Value) -> Answer {
+        let id = job["id"].as_str().expect("id");
+        self.post(
+            self.queue_url(queue, &format!("/jobs/{id}/ack")),
+            json!({"lease_token": job["lease_token"]}),
+        )
+        .await
+    }
+
+    pub async fn job(&self, queue: &str, id: &str) -> Answer {
+        self.get(self.queue_url(queue, &format!("/jobs/{id}")))
+            .await
+    }
+
+    pub async fn stats(&self, queue: &str) -> Value {
+        let answer = self.get(self.queue_url(queue, "")).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        answer.body
+    }
+
+    /// Polls a job until `done` holds, failing after `within`. For states
+    /// that only the passing of real time brings (an expired lease).
+    pub async fn wait_for_job(
+        &self,
+        queue: &str,
+        id: &str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let answer = self.job(queue, id).await;
+            if done(&answer.body) {
+                return answer.body;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {id} did not reach the expected state within {within:?}: {answer:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Every key of this instance's prefix with its full contents.
+    pub async fn snapshot(&self) -> BTreeMap<String, String> {
+        snapshot(&self.config.redis_url, &self.config.key_prefix).await
+    }
+
+    /// Stops the instance as SIGTERM would, and waits for it.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(stopped) = self.stopped.take() {
+            stopped.await.expect("joins").expect("stops cleanly");
+        }
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("valid URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers")
+}
+
+/// Every key under `prefix` and its contents, for "nothing changed" checks.
+pub async fn snapshot(url: &str, prefix: &str) -> BTreeMap<String, String> {
+    let mut conn = redis_connection(url).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("TYPE");
+        let mut read = match kind.as_str() {
+            "zset" => redis::cmd("ZRANGE"),
+            "hash" => redis::cmd("HGETALL"),
+            "set" => redis::cmd("SMEMBERS"),
+            _ => redis::cmd("GET"),
+        };
+        read.arg(&key);
+        if kind == "zset" {
+            read.arg(0).arg(-1).arg("WITHSCORES");
+        }
+        let contents: redis::Value = read.query_async(&mut conn).await.expect("read key");
+        out.insert(key, format!("{kind} {contents:?}"));
+    }
+    out
+}

@@ -1,0 +1,9 @@
+//! The integration suite: real `redis-server` processes, real HTTP over
+//! loopback. One binary, so it compiles once.
+
+mod helpers;
+
+mod endpoints;
+mod guide;
+mod leases;
+mod spec;
