@@ -82,13 +82,13 @@ pub async fn claim(
     if request.wait_ms > MAX_WAIT_MS {
         return Err(ApiError::validation("wait_ms", "must be 0 to 20000"));
     }
-    if let Some(worker) = &request.worker {
-        if worker.chars().count() > MAX_WORKER_CHARS {
-            return Err(ApiError::validation(
-                "worker",
-                "must be at most 200 characters",
-            ));
-        }
+    if let Some(worker) = &request.worker
+        && worker.chars().count() > MAX_WORKER_CHARS
+    {
+        return Err(ApiError::validation(
+            "worker",
+            "must be at most 200 characters",
+        ));
     }
     let options = ClaimOptions {
         worker: request.worker.filter(|w| !w.is_empty()),
@@ -326,13 +326,13 @@ pub async fn nack(
             "must be at most 2592000000 (30 days)",
         ));
     }
-    if let Some(error) = &request.error {
-        if error.chars().count() > MAX_ERROR_CHARS {
-            return Err(ApiError::validation(
-                "error",
-                "must be at most 2000 characters",
-            ));
-        }
+    if let Some(error) = &request.error
+        && error.chars().count() > MAX_ERROR_CHARS
+    {
+        return Err(ApiError::validation(
+            "error",
+            "must be at most 2000 characters",
+        ));
     }
     let queue = path.queue.as_str();
     let nack = Nack {

@@ -70,13 +70,13 @@ impl EnqueueRequest {
                 "must be 1 to 200 characters",
             ));
         }
-        if let Some(id) = &self.id {
-            if !is_job_id(id) {
-                return Err(ApiError::validation(
-                    format!("{field}id"),
-                    "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
-                ));
-            }
+        if let Some(id) = &self.id
+            && !is_job_id(id)
+        {
+            return Err(ApiError::validation(
+                format!("{field}id"),
+                "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+            ));
         }
         if self.delay_ms > MAX_DELAY_MS {
             return Err(ApiError::validation(

@@ -123,6 +123,10 @@ pub struct ClassStats {
     pub oldest_age_ms: u64,
 }
 
+/// The stats script's reply: counts by state, then
+/// `(priority, pending, oldest age ms)` per class.
+type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>);
+
 /// One page of dead jobs.
 #[derive(Debug)]
 pub struct DeadPage {
@@ -375,14 +379,8 @@ impl Broker {
 
     /// A queue's counts; a queue never used has zeros.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let (pending, scheduled, processing, expired_leases, dead, classes): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            Vec<(u8, u64, u64)>,
-        ) = self.call(&scripts::STATS, queue, |_| {}).await?;
+        let (pending, scheduled, processing, expired_leases, dead, classes): RawStats =
+            self.call(&scripts::STATS, queue, |_| {}).await?;
         Ok(QueueStats {
             pending,
             scheduled,
