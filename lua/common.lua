@@ -13,6 +13,8 @@
 -- KEYS[9] floor      string jobs handed out, for the bulk floor
 -- ARGV[1] the queue's wake-up channel
 -- Times are Redis TIME in milliseconds, never an instance's clock.
+-- Scripts that add to pending may fail with SEQUENCE_EXHAUSTED, always
+-- before they write anything (see reserve_arrivals).
 local PENDING, SCHEDULED, PROCESSING, DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local JOBS, LEASES, ERRORS, SEQ, FLOOR = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local WAKE = ARGV[1]
@@ -48,16 +50,19 @@ local function encode(job)
     .. job.body
 end
 
--- The score of a job entering the tail of its priority class now.
+-- Makes room for `n` arrivals before the script writes anything, so that
+-- arrival_score cannot fail halfway through. The counter restarts only
+-- when no pending score is left to compare with.
+local function reserve_arrivals(n)
+  if tonumber(redis.call('GET', SEQ) or '0') + n < SEQ_SPAN then return end
+  if redis.call('ZCARD', PENDING) > 0 then fail('SEQUENCE_EXHAUSTED') end
+  redis.call('SET', SEQ, 0)
+end
+
+-- The score of a job entering the tail of its priority class now; the
+-- script has reserved room for it.
 local function arrival_score(prio)
-  local seq = redis.call('INCR', SEQ)
-  if seq >= SEQ_SPAN then
-    -- Restarting the counter is safe only when no score is left to compare with.
-    if redis.call('ZCARD', PENDING) > 0 then fail('SEQUENCE_EXHAUSTED') end
-    redis.call('SET', SEQ, 1)
-    seq = 1
-  end
-  return string.format('%.17g', prio + seq / SEQ_SPAN)
+  return string.format('%.17g', prio + redis.call('INCR', SEQ) / SEQ_SPAN)
 end
 
 -- Makes a job claimable behind every job already waiting in its class.
@@ -85,6 +90,7 @@ end
 -- Moves scheduled jobs whose time has come to pending, earliest first.
 local function promote_due(now, limit)
   local due = redis.call('ZRANGE', SCHEDULED, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+  reserve_arrivals(#due / 2)
   for i = 1, #due, 2 do
     local id = due[i]
     redis.call('ZREM', SCHEDULED, id)

@@ -4,6 +4,7 @@
 -- Returns: one {created (1 or 0), view} per job, in order. A job whose id is
 --   already known is left as it is and answered with its current view.
 local now = now_ms()
+reserve_arrivals(tonumber(ARGV[2]))
 local out = {}
 for i = 0, tonumber(ARGV[2]) - 1 do
   local base = 3 + i * 5

@@ -9,6 +9,7 @@
 local id = ARGV[2]
 local lease, problem = current_lease(id, ARGV[3])
 if not lease then fail(problem) end
+reserve_arrivals(1)
 if ARGV[7] == '1' then redis.call('HSET', ERRORS, id, ARGV[8]) end
 end_lease(id, now_ms(), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]))
 return view(id)

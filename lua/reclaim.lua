@@ -5,6 +5,7 @@
 -- Returns: {leases taken back, of which dead-lettered}
 local now = now_ms()
 local expired = redis.call('ZRANGE', PROCESSING, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+reserve_arrivals(#expired)
 local buried = 0
 for _, id in ipairs(expired) do
   redis.call('HSET', ERRORS, id, 'lease expired')

@@ -6,6 +6,7 @@
 local id = ARGV[2]
 local record = redis.call('HGET', JOBS, id)
 if not record then fail('NOT_FOUND') end
+reserve_arrivals(1)
 if redis.call('ZREM', DEAD, id) == 0 then fail('CONFLICT') end
 local job = decode(record)
 job.attempts = 0

@@ -21,15 +21,16 @@ pub struct Config {
     )]
     pub redis_url: String,
 
-    /// Bearer tokens accepted on /v1 routes, comma-separated; unset means no auth.
+    /// Bearer tokens accepted on /v1 routes, comma-separated; unset or empty means no auth.
     /// Two tokens at once let clients move from one to the other.
     #[arg(
         long,
         env = "PRIOQ_API_TOKENS",
         value_delimiter = ',',
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = parse_token
     )]
-    pub api_tokens: Vec<String>,
+    pub api_tokens: Vec<Token>,
 
     /// Lease length when a claim does not give `lease_ms`.
     #[arg(long, env = "PRIOQ_DEFAULT_LEASE_MS", default_value_t = 60_000,
@@ -70,8 +71,18 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub redis_pool_size: u32,
 
+    /// Log format: `text` (readable lines) or `json` (one object per line).
+    #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -93,6 +104,33 @@ impl Config {
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
     }
+}
+
+/// An API token; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+impl Config {
+    /// The tokens that authorize requests; none means auth is off.
+    pub fn tokens(&self) -> impl Iterator<Item = &Token> {
+        self.api_tokens.iter().filter(|token| !token.0.is_empty())
+    }
+}
+
+fn parse_token(s: &str) -> Result<Token, String> {
+    Ok(Token(s.trim().to_owned()))
 }
 
 fn parse_bulk_floor(s: &str) -> Result<f64, String> {
@@ -124,6 +162,16 @@ mod tests {
     fn bulk_floor_above_half_is_refused() {
         assert!(Config::try_parse_from(["prioq", "--bulk-floor", "0.6"]).is_err());
         assert!(Config::try_parse_from(["prioq", "--bulk-floor", "0.5"]).is_ok());
+    }
+
+    #[test]
+    fn empty_and_padded_tokens_are_tolerated() {
+        let config = Config::try_parse_from(["prioq", "--api-tokens", "a, b,,"]).expect("parses");
+        let tokens: Vec<&[u8]> = config.tokens().map(Token::as_bytes).collect();
+        assert_eq!(tokens, [b"a".as_slice(), b"b".as_slice()]);
+        let config = Config::try_parse_from(["prioq", "--api-tokens", ""]).expect("parses");
+        assert_eq!(config.tokens().count(), 0);
+        assert!(!format!("{config:?}").contains("\"a\""));
     }
 
     #[test]

@@ -14,7 +14,7 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    prioq::telemetry::init();
+    prioq::telemetry::init_logs(config.log_format);
     let app = Application::build(config).await?;
     tracing::info!(address = %app.local_addr(), "prioq listening");
     let shutdown = app.shutdown_token();

@@ -26,6 +26,7 @@ impl Application {
     /// Binds the listener (port 0 picks a free one) and prepares the pool;
     /// Redis need not be up yet.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        crate::telemetry::metrics_handle();
         let mut pool_config = PoolConfig::new(config.redis_pool_size as usize);
         pool_config.timeouts = Timeouts {
             wait: Some(config.redis_timeout()),

@@ -1,8 +1,133 @@
-//! Logging: readable lines, filtered by `RUST_LOG` (default `info`).
+//! Logs and metrics.
+//!
+//! Logs: readable lines by default, JSON with `PRIOQ_LOG_FORMAT=json`,
+//! filtered by `RUST_LOG` (default `info`). Metrics: counters and the HTTP
+//! histogram go through the `metrics` facade into one Prometheus recorder
+//! per process; queue depths are read from Redis at scrape time.
 
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
-pub fn init() {
+use crate::config::LogFormat;
+use crate::queue::QueueStats;
+
+pub fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
+    }
+}
+
+pub const JOBS_ENQUEUED: &str = "prioq_jobs_enqueued_total";
+pub const JOBS_CLAIMED: &str = "prioq_jobs_claimed_total";
+pub const JOBS_ACKED: &str = "prioq_jobs_acked_total";
+pub const JOBS_NACKED: &str = "prioq_jobs_nacked_total";
+pub const LEASES_EXPIRED: &str = "prioq_leases_expired_total";
+pub const JOBS_DEAD_LETTERED: &str = "prioq_jobs_dead_lettered_total";
+/// The per-queue counters, shown from the first scrape that knows the
+/// queue, at zero until something happens.
+const QUEUE_COUNTERS: [&str; 6] = [
+    JOBS_ENQUEUED,
+    JOBS_CLAIMED,
+    JOBS_ACKED,
+    JOBS_NACKED,
+    LEASES_EXPIRED,
+    JOBS_DEAD_LETTERED,
+];
+
+/// Seconds; spans the quick script calls and the 20 s long polls.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 20.0,
+];
+
+/// The process's Prometheus recorder, installed on first use.
+pub fn metrics_handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full("prioq_http_request_duration_seconds".into()),
+                &DURATION_BUCKETS,
+            )
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!(
+                "a metrics recorder was already installed; prioq's metrics are not recorded"
+            );
+        }
+        handle
+    })
+}
+
+/// The exposition text: the recorded metrics, then the queue gauges.
+pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
+    for (queue, _) in queues {
+        for name in QUEUE_COUNTERS {
+            metrics::counter!(name, "queue" => queue.clone()).increment(0);
+        }
+    }
+    let mut out = metrics_handle().render();
+    let gauges: [(&str, &str, fn(&QueueStats) -> u64); 4] = [
+        ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
+            s.processing
+        }),
+        (
+            "prioq_jobs_scheduled",
+            "Jobs delayed until their run_at.",
+            |s| s.scheduled,
+        ),
+        (
+            "prioq_expired_leases",
+            "Leases past their deadline, not yet taken back.",
+            |s| s.expired_leases,
+        ),
+        ("prioq_jobs_dead", "Jobs in the dead-letter queue.", |s| {
+            s.dead
+        }),
+    ];
+    let _ = writeln!(
+        out,
+        "# HELP prioq_jobs_pending Claimable jobs, by priority."
+    );
+    let _ = writeln!(out, "# TYPE prioq_jobs_pending gauge");
+    for (queue, stats) in queues {
+        for class in &stats.classes {
+            let _ = writeln!(
+                out,
+                "prioq_jobs_pending{{queue=\"{queue}\",priority=\"{}\"}} {}",
+                class.priority, class.pending
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP prioq_oldest_job_age_seconds How long the oldest claimable job of each priority has waited."
+    );
+    let _ = writeln!(out, "# TYPE prioq_oldest_job_age_seconds gauge");
+    for (queue, stats) in queues {
+        for class in &stats.classes {
+            let _ = writeln!(
+                out,
+                "prioq_oldest_job_age_seconds{{queue=\"{queue}\",priority=\"{}\"}} {:.3}",
+                class.priority,
+                class.oldest_age_ms as f64 / 1000.0
+            );
+        }
+    }
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (queue, stats) in queues {
+            let _ = writeln!(out, "{name}{{queue=\"{queue}\"}} {}", value(stats));
+        }
+    }
+    out
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, Problem, ProblemCode, Result};
+use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
 use super::jobs::{JobList, JobView};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::queue::{AckOutcome, ClaimOptions, Nack};
@@ -62,8 +62,6 @@ pub struct ClaimRequest {
     request_body(content = ClaimRequest, description = "May be left out"),
     responses(
         (status = 200, description = "The leased jobs (state `processing`)", body = JobList),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn claim(
@@ -132,8 +130,6 @@ fn check_token(field: &str, token: &str) -> Result<()> {
     request_body = AckRequest,
     responses(
         (status = 204, description = "Acknowledged; the job is gone"),
-        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn ack(
@@ -193,8 +189,6 @@ pub struct AckResult {
     request_body = AckManyRequest,
     responses(
         (status = 200, description = "One result per entry", body = AckManyResponse),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn ack_many(
@@ -258,8 +252,6 @@ pub struct ExtendRequest {
     request_body = ExtendRequest,
     responses(
         (status = 200, description = "The job with its new `lease_expires_at`", body = JobView),
-        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn extend(
@@ -310,8 +302,6 @@ pub struct NackRequest {
     request_body = NackRequest,
     responses(
         (status = 200, description = "The job in its new state", body = JobView),
-        (status = "4XX", description = "Rejected, no such job (404), or `lease_lost` (409)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn nack(

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ApiQuery, OptionalJsonBody, Problem, Result};
+use super::error::{ApiError, ApiPath, ApiQuery, OptionalJsonBody, Result};
 use super::jobs::JobView;
 use super::params::{JobPath, QueuePath};
 use crate::queue::DeadCursor;
@@ -47,8 +47,6 @@ pub struct DeadJobsPage {
     params(("queue" = String, Path, description = "Queue name"), DeadJobsQuery),
     responses(
         (status = 200, description = "A page of dead jobs", body = DeadJobsPage),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn dead_jobs(
@@ -102,8 +100,6 @@ pub struct RequeueRequest {
     request_body(content = RequeueRequest, description = "May be left out"),
     responses(
         (status = 200, description = "The job, pending again", body = JobView),
-        (status = "4XX", description = "Rejected, no such job, or it is not dead", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn requeue(
@@ -126,8 +122,6 @@ pub async fn requeue(
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = "4XX", description = "Rejected, no such job, or it is not dead", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn delete_dead(

@@ -37,6 +37,8 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("`{field}`: {reason}")]
     Validation { field: String, reason: String },
+    #[error("the server failed to answer this request")]
+    Internal,
     #[error("{detail}")]
     BackendUnavailable {
         detail: &'static str,
@@ -66,6 +68,7 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BackendUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -82,6 +85,7 @@ impl ApiError {
             Self::UnsupportedMediaType => ProblemCode::UnsupportedMediaType,
             Self::Validation { .. } => ProblemCode::ValidationFailed,
             Self::BackendUnavailable { .. } => ProblemCode::BackendUnavailable,
+            Self::Internal => ProblemCode::InternalError,
         }
     }
 }
@@ -92,6 +96,10 @@ impl From<QueueError> for ApiError {
             QueueError::NotFound => Self::NotFound("no such job".into()),
             QueueError::LeaseLost => Self::LeaseLost,
             QueueError::Conflict => Self::Conflict("the job's state does not allow this".into()),
+            QueueError::SequenceExhausted => Self::BackendUnavailable {
+                detail: "the queue's arrival counter is used up until the queue is drained; the request had no effect",
+                source: anyhow::anyhow!("arrival counter exhausted"),
+            },
             QueueError::Unavailable(source) => Self::BackendUnavailable {
                 detail: "Redis cannot be reached; the request had no effect",
                 source,
@@ -118,7 +126,13 @@ pub enum ProblemCode {
     UnsupportedMediaType,
     ValidationFailed,
     BackendUnavailable,
+    InternalError,
 }
+
+/// Why a request failed on the server's side; the request log line reports
+/// it, the client never sees it.
+#[derive(Debug, Clone)]
+pub struct ErrorCause(pub String);
 
 /// An RFC 9457 problem details object.
 #[derive(Debug, Serialize, ToSchema)]
@@ -164,8 +178,18 @@ impl IntoResponse for ApiError {
         if matches!(self, Self::Unauthorized) {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let Self::BackendUnavailable { source, .. } = &self {
-            tracing::error!(error = format!("{source:#}"), "backend unavailable");
+        match &self {
+            Self::BackendUnavailable { source, .. } => {
+                response
+                    .extensions_mut()
+                    .insert(ErrorCause(format!("{source:#}")));
+            }
+            Self::Internal => {
+                response
+                    .extensions_mut()
+                    .insert(ErrorCause("a handler panicked".into()));
+            }
+            _ => {}
         }
         response
     }

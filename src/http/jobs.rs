@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, JsonBody, Problem, Result};
+use super::error::{ApiError, ApiPath, JsonBody, Result};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::queue::{Job, JobState, NewJob, QueueError};
 
@@ -212,8 +212,6 @@ pub fn timestamp(unix_ms: i64) -> String {
         (status = 201, description = "Job added", body = JobView,
          headers(("Location" = String, description = "The job's URL"))),
         (status = 200, description = "A job with this id was already known", body = JobView),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn enqueue(
@@ -257,8 +255,6 @@ pub async fn enqueue(
     request_body = EnqueueBatchRequest,
     responses(
         (status = 200, description = "Every job, in request order, with `created`", body = JobList),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn enqueue_batch(
@@ -294,8 +290,6 @@ pub async fn enqueue_batch(
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job", body = JobView),
-        (status = "4XX", description = "Rejected, or no such job", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn job(
@@ -317,8 +311,6 @@ pub async fn job(
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = "4XX", description = "Rejected, no such job, or it is processing", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn delete_job(

@@ -1,27 +1,34 @@
 //! The HTTP face of prioq: routes by resource, each handler translating
-//! between the JSON of the contract and one queue operation.
+//! between the JSON of the contract and one queue operation; around them,
+//! request ids, one log line and one histogram sample per request, auth,
+//! and a problem answer for every rejection.
 
 mod claims;
 mod dlq;
 pub mod error;
 mod jobs;
+mod openapi;
 mod ops;
 mod params;
 mod queues;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
-use utoipa::OpenApi;
+use tower_http::catch_panic::CatchPanicLayer;
+use tracing::Instrument;
+use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
 use crate::queue::Broker;
-use error::ApiError;
+use error::{ApiError, ErrorCause};
+pub use openapi::ApiDoc;
 
 /// What every handler can reach.
 #[derive(Debug, Clone)]
@@ -31,6 +38,8 @@ pub struct AppState {
     /// Cancelled when the service stops: long polls answer early.
     pub shutdown: CancellationToken,
 }
+
+const REQUEST_ID: &str = "x-request-id";
 
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
@@ -43,9 +52,14 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(ops::router())
+        .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::Internal.into_response()
+        }))
+        .layer(middleware::from_fn(observe))
         .with_state(state)
 }
 
@@ -57,57 +71,81 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed("this route does not take that method".into())
 }
 
+/// Gives the request an id (the proxy's, or a fresh one) that every log
+/// line of the request carries and the answer echoes; then logs one line
+/// and records the request's duration by matched route and status.
+async fn observe(mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .filter(|id| (1..=200).contains(&id.len()))
+        .and_then(|id| id.to_str().ok())
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let id_header = HeaderValue::from_str(&request_id).ok();
+    if let Some(id) = &id_header {
+        request.headers_mut().insert(REQUEST_ID, id.clone());
+    }
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let span = tracing::info_span!("request", request_id);
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    let elapsed = started.elapsed();
+    metrics::histogram!(
+        "prioq_http_request_duration_seconds",
+        "route" => route.clone(),
+        "status" => status.to_string(),
+    )
+    .record(elapsed.as_secs_f64());
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    span.in_scope(|| match response.extensions().get::<ErrorCause>() {
+        Some(cause) => {
+            tracing::error!(%method, route, status, latency_ms, cause = %cause.0, "request failed")
+        }
+        None => tracing::info!(%method, route, status, latency_ms, "request"),
+    });
+    if let Some(id) = id_header {
+        response.headers_mut().insert(REQUEST_ID, id);
+    }
+    response
+}
+
 /// Checks the bearer token before anything else of the request is read.
 async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let tokens = &state.config.api_tokens;
-    if tokens.is_empty() {
+    let mut tokens = state.config.tokens().peekable();
+    if tokens.peek().is_none() {
         return next.run(request).await;
     }
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     // Compare against every token, each in constant time, so timing tells
     // neither which token nor how much of one matched.
     let accepted = presented.is_some_and(|presented| {
-        tokens.iter().fold(false, |found, token| {
+        tokens.fold(false, |found, token| {
             found | constant_time_eq(token.as_bytes(), presented.as_bytes())
         })
     });
     if accepted {
         next.run(request).await
     } else {
-        axum::response::IntoResponse::into_response(ApiError::Unauthorized)
+        ApiError::Unauthorized.into_response()
     }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
-
-/// The OpenAPI document, generated from the handlers.
-#[derive(Debug, OpenApi)]
-#[openapi(
-    info(title = "prioq", description = "A priority job queue over Redis, spoken to in HTTP/JSON."),
-    paths(
-        jobs::enqueue, jobs::enqueue_batch, jobs::job, jobs::delete_job,
-        claims::claim, claims::ack, claims::ack_many, claims::extend, claims::nack,
-        dlq::dead_jobs, dlq::requeue, dlq::delete_dead,
-        queues::queues, queues::queue,
-        ops::healthz, ops::readyz, ops::openapi,
-    ),
-    components(schemas(error::Problem, error::ProblemCode)),
-    tags(
-        (name = "jobs", description = "Enqueue, read and delete jobs"),
-        (name = "leases", description = "Claim jobs and end their leases"),
-        (name = "dlq", description = "The dead-letter queue"),
-        (name = "queues", description = "Queue statistics"),
-        (name = "operations", description = "Health and documentation"),
-    )
-)]
-pub struct ApiDoc;
 
 #[cfg(test)]
 mod tests {

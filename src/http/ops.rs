@@ -1,10 +1,11 @@
-//! Operations endpoints, open without a token: health, readiness, the
-//! OpenAPI document.
+//! Operations endpoints, open without a token: health, readiness,
+//! metrics, the OpenAPI document.
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::routing::get;
+use futures_util::future::try_join_all;
 use serde::Serialize;
 use utoipa::{OpenApi, ToSchema};
 
@@ -14,6 +15,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
 }
 
@@ -50,6 +52,25 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<St
             )
         }
     }
+}
+
+/// Prometheus metrics.
+///
+/// Counters and the request-duration histogram of this instance, and the
+/// depth of every queue (read from Redis at scrape time, O(priorities) per
+/// queue).
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses(
+        (status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain; version=0.0.4"),
+        (status = 503, description = "Redis does not answer", body = super::error::Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn metrics(
+    State(state): State<AppState>,
+) -> Result<([(header::HeaderName, &'static str); 1], String), super::error::ApiError> {
+    let queues = state.broker.queues().await?;
+    let stats = try_join_all(queues.iter().map(|queue| state.broker.stats(queue))).await?;
+    let body = crate::telemetry::render_metrics(&queues.into_iter().zip(stats).collect::<Vec<_>>());
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body))
 }
 
 /// The OpenAPI document of this API.

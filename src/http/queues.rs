@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiPath, Problem, Result};
+use super::error::{ApiPath, Result};
 use super::params::QueuePath;
 use crate::queue::QueueStats;
 
@@ -77,8 +77,6 @@ pub struct QueueList {
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "The queue's counts", body = QueueView),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn queue(
@@ -95,8 +93,6 @@ pub async fn queue(
     get, path = "/v1/queues", tag = "queues",
     responses(
         (status = 200, description = "Every queue's counts", body = QueueList),
-        (status = "4XX", description = "Rejected", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn queues(State(state): State<AppState>) -> Result<axum::Json<QueueList>> {

@@ -6,7 +6,8 @@ pub(crate) mod keys;
 mod scripts;
 pub(crate) mod wake;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, FromRedisValue, Script, ScriptInvocation};
@@ -15,6 +16,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::telemetry;
 use job::Body;
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
@@ -35,6 +37,9 @@ pub enum QueueError {
     LeaseLost,
     #[error("the job's state does not allow this operation")]
     Conflict,
+    /// 2^44 arrivals since the queue was last empty: nothing was written.
+    #[error("the queue's arrival counter is used up; it restarts once the queue is drained")]
+    SequenceExhausted,
     /// Redis could not be reached: the operation did not run.
     #[error("Redis is unavailable")]
     Unavailable(#[source] anyhow::Error),
@@ -50,6 +55,7 @@ impl From<redis::RedisError> for QueueError {
             Some("NOT_FOUND") => Self::NotFound,
             Some("LEASE_LOST") => Self::LeaseLost,
             Some("CONFLICT") => Self::Conflict,
+            Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
             _ => Self::Unknown(error.into()),
         }
     }
@@ -152,6 +158,8 @@ pub struct Broker {
     pool: deadpool_redis::Pool,
     config: BrokerConfig,
     waiters: Arc<Waiters>,
+    /// Queues this instance has put in the registry.
+    registered: Mutex<HashSet<String>>,
 }
 
 impl Broker {
@@ -160,6 +168,7 @@ impl Broker {
             pool,
             config,
             waiters: Arc::default(),
+            registered: Mutex::default(),
         }
     }
 
@@ -171,8 +180,7 @@ impl Broker {
         Arc::clone(&self.waiters)
     }
 
-    /// Adds jobs in order, each idempotent by its id. The queue joins the
-    /// registry on the same connection, pipelined with the script.
+    /// Adds jobs in order, each idempotent by its id.
     pub async fn enqueue(&self, queue: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -182,36 +190,26 @@ impl Broker {
             };
             bodies.push(serde_json::to_string(&body).map_err(|e| QueueError::Unknown(e.into()))?);
         }
-        let registry = keys::registry(&self.config.key_prefix);
+        self.register(queue).await?;
         let replies: Vec<(i64, Job)> = self
-            .bounded(async {
-                let mut conn = self.connection().await?;
-                let mut register = conn.clone();
-                let enqueue = self.invoke(&scripts::ENQUEUE, queue, &mut conn, |call| {
-                    call.arg(jobs.len());
-                    for (job, body) in jobs.iter().zip(&bodies) {
-                        let id = job
-                            .id
-                            .clone()
-                            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-                        call.arg(id)
-                            .arg(job.priority)
-                            .arg(job.delay_ms)
-                            .arg(job.max_attempts)
-                            .arg(body);
-                    }
-                });
-                let mut sadd = redis::cmd("SADD");
-                sadd.arg(&registry).arg(queue);
-                let register = sadd.query_async::<()>(&mut register);
-                let (enqueued, registered) = tokio::join!(enqueue, register);
-                let enqueued = enqueued?;
-                if let Err(error) = registered {
-                    tracing::warn!(%error, queue, "could not add the queue to the registry");
+            .call(&scripts::ENQUEUE, queue, |call| {
+                call.arg(jobs.len());
+                for (job, body) in jobs.iter().zip(&bodies) {
+                    let id = job
+                        .id
+                        .clone()
+                        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+                    call.arg(id)
+                        .arg(job.priority)
+                        .arg(job.delay_ms)
+                        .arg(job.max_attempts)
+                        .arg(body);
                 }
-                Ok(enqueued)
             })
             .await?;
+        let created = replies.iter().filter(|(created, _)| *created == 1).count();
+        metrics::counter!(telemetry::JOBS_ENQUEUED, "queue" => queue.to_owned())
+            .increment(created as u64);
         Ok(replies
             .into_iter()
             .map(|(created, job)| Enqueued {
@@ -255,15 +253,19 @@ impl Broker {
     async fn claim_now(&self, queue: &str, options: &ClaimOptions) -> Result<Vec<Job>> {
         let token_prefix = uuid::Uuid::new_v4().simple().to_string();
         let floor_ppm = (self.config.bulk_floor * 1_000_000.0).round() as u64;
-        self.call(&scripts::CLAIM, queue, |call| {
-            call.arg(options.lease_ms)
-                .arg(options.max_jobs)
-                .arg(options.worker.as_deref().unwrap_or(""))
-                .arg(&token_prefix)
-                .arg(floor_ppm)
-                .arg(CLAIM_PROMOTE_BATCH);
-        })
-        .await
+        let jobs: Vec<Job> = self
+            .call(&scripts::CLAIM, queue, |call| {
+                call.arg(options.lease_ms)
+                    .arg(options.max_jobs)
+                    .arg(options.worker.as_deref().unwrap_or(""))
+                    .arg(&token_prefix)
+                    .arg(floor_ppm)
+                    .arg(CLAIM_PROMOTE_BATCH);
+            })
+            .await?;
+        metrics::counter!(telemetry::JOBS_CLAIMED, "queue" => queue.to_owned())
+            .increment(jobs.len() as u64);
+        Ok(jobs)
     }
 
     /// Acknowledges finished jobs, each on its own terms.
@@ -275,14 +277,18 @@ impl Broker {
                 }
             })
             .await?;
-        Ok(replies
+        let outcomes: Vec<AckOutcome> = replies
             .iter()
             .map(|reply| match reply.as_str() {
                 "OK" => AckOutcome::Acked,
                 "LEASE_LOST" => AckOutcome::LeaseLost,
                 _ => AckOutcome::NotFound,
             })
-            .collect())
+            .collect();
+        let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
+        metrics::counter!(telemetry::JOBS_ACKED, "queue" => queue.to_owned())
+            .increment(acked as u64);
+        Ok(outcomes)
     }
 
     /// Moves a lease's deadline to `lease_ms` from now.
@@ -295,16 +301,23 @@ impl Broker {
 
     /// Ends a lease without success.
     pub async fn nack(&self, queue: &str, id: &str, token: &str, nack: &Nack) -> Result<Job> {
-        self.call(&scripts::NACK, queue, |call| {
-            call.arg(id)
-                .arg(token)
-                .arg(nack.delay_ms)
-                .arg(if nack.dead { "1" } else { "0" })
-                .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
-                .arg(if nack.error.is_some() { "1" } else { "0" })
-                .arg(nack.error.as_deref().unwrap_or(""));
-        })
-        .await
+        let job: Job = self
+            .call(&scripts::NACK, queue, |call| {
+                call.arg(id)
+                    .arg(token)
+                    .arg(nack.delay_ms)
+                    .arg(if nack.dead { "1" } else { "0" })
+                    .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
+                    .arg(if nack.error.is_some() { "1" } else { "0" })
+                    .arg(nack.error.as_deref().unwrap_or(""));
+            })
+            .await?;
+        metrics::counter!(telemetry::JOBS_NACKED, "queue" => queue.to_owned()).increment(1);
+        if job.state == JobState::Dead {
+            metrics::counter!(telemetry::JOBS_DEAD_LETTERED, "queue" => queue.to_owned())
+                .increment(1);
+        }
+        Ok(job)
     }
 
     /// One job in any state.
@@ -398,15 +411,66 @@ impl Broker {
         })
     }
 
-    /// Every queue that has ever had a job, sorted by name.
+    /// Puts the queue in the registry before its first job exists, so the
+    /// sweeper always knows it; once per queue and instance.
+    async fn register(&self, queue: &str) -> Result<()> {
+        if self.registered_queues().contains(queue) {
+            return Ok(());
+        }
+        let registry = keys::registry(&self.config.key_prefix);
+        self.bounded(async {
+            let mut conn = self.connection().await?;
+            Ok(redis::cmd("SADD")
+                .arg(&registry)
+                .arg(queue)
+                .query_async::<()>(&mut conn)
+                .await?)
+        })
+        .await?;
+        self.registered_queues().insert(queue.to_owned());
+        Ok(())
+    }
+
+    fn registered_queues(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every queue that has ever had a job, sorted by name. Queues this
+    /// instance registered but the registry lacks (Redis lost it) are put
+    /// back.
     pub async fn queues(&self) -> Result<Vec<String>> {
+        let registry = keys::registry(&self.config.key_prefix);
         let mut queues: Vec<String> = self
             .bounded(async {
                 let mut conn = self.connection().await?;
-                Ok(redis::cmd("SMEMBERS")
-                    .arg(keys::registry(&self.config.key_prefix))
+                let mut queues: Vec<String> = redis::cmd("SMEMBERS")
+                    .arg(&registry)
                     .query_async(&mut conn)
-                    .await?)
+                    .await?;
+                let missing: Vec<String> = {
+                    let known: HashSet<&String> = queues.iter().collect();
+                    let registered = self.registered_queues();
+                    registered
+                        .iter()
+                        .filter(|q| !known.contains(q))
+                        .cloned()
+                        .collect()
+                };
+                if !missing.is_empty() {
+                    tracing::warn!(
+                        ?missing,
+                        "queues were missing from the registry; adding them back"
+                    );
+                    redis::cmd("SADD")
+                        .arg(&registry)
+                        .arg(&missing)
+                        .query_async::<()>(&mut conn)
+                        .await?;
+                    queues.extend(missing);
+                }
+                Ok(queues)
             })
             .await?;
         queues.sort_unstable();
@@ -415,10 +479,16 @@ impl Broker {
 
     /// Takes back up to `batch` expired leases: `(taken back, dead-lettered)`.
     pub async fn reclaim(&self, queue: &str, batch: u32) -> Result<(u64, u64)> {
-        self.call(&scripts::RECLAIM, queue, |call| {
-            call.arg(batch);
-        })
-        .await
+        let (expired, dead): (u64, u64) = self
+            .call(&scripts::RECLAIM, queue, |call| {
+                call.arg(batch);
+            })
+            .await?;
+        metrics::counter!(telemetry::LEASES_EXPIRED, "queue" => queue.to_owned())
+            .increment(expired);
+        metrics::counter!(telemetry::JOBS_DEAD_LETTERED, "queue" => queue.to_owned())
+            .increment(dead);
+        Ok((expired, dead))
     }
 
     /// Moves up to `batch` due scheduled jobs to pending.

@@ -6,4 +6,5 @@ mod helpers;
 mod endpoints;
 mod guide;
 mod leases;
+mod score;
 mod spec;

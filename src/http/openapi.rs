@@ -1,0 +1,175 @@
+//! The OpenAPI document, generated from the handlers' annotations, plus
+//! what every `/v1` operation shares: the bearer scheme and the problem
+//! answers of the contract's error table.
+
+use serde_json::json;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Components, Ref, RefOr};
+use utoipa::{Modify, OpenApi};
+
+use super::{claims, dlq, error, jobs, ops, queues};
+
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(
+        title = "prioq",
+        description = "A priority job queue over Redis, spoken to in HTTP/JSON. \
+            Priority 0 is the most urgent; inside a priority, jobs are served in arrival order.",
+        license(name = "MIT")
+    ),
+    paths(
+        jobs::enqueue, jobs::enqueue_batch, jobs::job, jobs::delete_job,
+        claims::claim, claims::ack, claims::ack_many, claims::extend, claims::nack,
+        dlq::dead_jobs, dlq::requeue, dlq::delete_dead,
+        queues::queues, queues::queue,
+        ops::healthz, ops::readyz, ops::metrics, ops::openapi,
+    ),
+    components(schemas(error::Problem, error::ProblemCode)),
+    modifiers(&SharedAnswers),
+    tags(
+        (name = "jobs", description = "Enqueue, read and delete jobs"),
+        (name = "leases", description = "Claim jobs and end their leases"),
+        (name = "dlq", description = "The dead-letter queue"),
+        (name = "queues", description = "Queue statistics"),
+        (name = "operations", description = "Health, metrics and documentation; open without a token"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The problem answers any `/v1` operation can give, by status.
+const ALWAYS: [(&str, &str, &str); 3] = [
+    (
+        "400",
+        "invalid_request",
+        "Bad path segment, query string or malformed JSON",
+    ),
+    (
+        "401",
+        "unauthorized",
+        "Tokens are configured and the request has none or a wrong one",
+    ),
+    (
+        "503",
+        "backend_unavailable",
+        "Redis cannot be reached; `detail` says whether the request took effect",
+    ),
+];
+/// Those of operations that take a body.
+const WITH_BODY: [(&str, &str, &str); 3] = [
+    (
+        "413",
+        "payload_too_large",
+        "The body is larger than the configured limit",
+    ),
+    (
+        "415",
+        "unsupported_media_type",
+        "The body is not sent as `application/json`",
+    ),
+    (
+        "422",
+        "validation_failed",
+        "A value is out of range or missing; `field` names it",
+    ),
+];
+
+/// Those of operations on one job, by operation id.
+const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
+    (
+        "404",
+        "not_found",
+        "No such job: it never existed, or was acked or deleted",
+        &[
+            "job",
+            "delete_job",
+            "ack",
+            "extend",
+            "nack",
+            "requeue",
+            "delete_dead",
+        ],
+    ),
+    (
+        "409",
+        "lease_lost",
+        "The lease token is not the job's current lease: the job was taken back or claimed again",
+        &["ack", "extend", "nack"],
+    ),
+    (
+        "409",
+        "conflict",
+        "The job's state does not allow this (it is processing, or not dead)",
+        &["delete_job", "requeue", "delete_dead"],
+    ),
+];
+
+struct SharedAnswers;
+
+impl Modify for SharedAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Components::new);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        let all = ALWAYS.iter().chain(&WITH_BODY).copied().chain(
+            ON_A_JOB
+                .iter()
+                .map(|(status, code, description, _)| (*status, *code, *description)),
+        );
+        for (status, code, description) in all {
+            let content = ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .example(Some(json!({
+                    "type": format!("urn:prioq:problem:{code}"),
+                    "title": description,
+                    "status": status.parse::<u16>().unwrap_or_default(),
+                    "detail": description,
+                    "code": code,
+                })))
+                .build();
+            let response = ResponseBuilder::new()
+                .description(description)
+                .content("application/problem+json", content)
+                .build();
+            components
+                .responses
+                .insert(code.to_owned(), RefOr::T(response));
+        }
+        for (path, item) in &mut openapi.paths.paths {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            let operations = [&mut item.get, &mut item.post, &mut item.delete];
+            for operation in operations.into_iter().flatten() {
+                operation.security = Some(vec![SecurityRequirement::new(
+                    "bearer",
+                    Vec::<String>::new(),
+                )]);
+                let id = operation.operation_id.clone().unwrap_or_default();
+                let body = operation.request_body.is_some();
+                let shared = ALWAYS
+                    .iter()
+                    .chain(WITH_BODY.iter().filter(|_| body))
+                    .map(|(status, code, _)| (*status, *code))
+                    .chain(
+                        ON_A_JOB
+                            .iter()
+                            .filter(|(.., ids)| ids.contains(&id.as_str()))
+                            .map(|(status, code, ..)| (*status, *code)),
+                    );
+                for (status, code) in shared {
+                    operation
+                        .responses
+                        .responses
+                        .entry((*status).to_owned())
+                        .or_insert_with(|| {
+                            RefOr::Ref(Ref::new(format!("#/components/responses/{code}")))
+                        });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The score's arrival counter at its limits.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{redis, redis_connection, spawn_app};
+
+const SEQ_SPAN: u64 = 1 << 44;
+
+#[tokio::test]
+async fn fifo_stays_exact_at_the_top_of_the_counter() {
+    let app = spawn_app().await;
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    let seq_key = format!("{}:{{edge}}:seq", app.config.key_prefix);
+    // The highest arrivals the score holds, in the least urgent class.
+    let _: () = redis::cmd("SET")
+        .arg(&seq_key)
+        .arg(SEQ_SPAN - 4)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let first = app
+        .enqueue("edge", json!({"task": "t", "priority": 255}))
+        .await;
+    let second = app
+        .enqueue("edge", json!({"task": "t", "priority": 255}))
+        .await;
+    let claimed = app.claim("edge", json!({"max_jobs": 2})).await;
+    assert_eq!(claimed[0]["id"], first["id"]);
+    assert_eq!(claimed[1]["id"], second["id"]);
+}
+
+#[tokio::test]
+async fn exhausted_counter_refuses_without_writing_and_restarts_once_drained() {
+    let app = spawn_app().await;
+    let waiting = app.enqueue("full", json!({"task": "t"})).await;
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    let seq_key = format!("{}:{{full}}:seq", app.config.key_prefix);
+    let _: () = redis::cmd("SET")
+        .arg(&seq_key)
+        .arg(SEQ_SPAN - 1)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+
+    let before = app.snapshot().await;
+    let refused = app
+        .post(app.queue_url("full", "/jobs"), json!({"task": "t"}))
+        .await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.problem_code(), "backend_unavailable");
+    assert_eq!(app.snapshot().await, before, "nothing written");
+
+    // Drained: the counter restarts and enqueues work again, in order.
+    let job = app.claim_one("full").await.expect("the waiting job");
+    assert_eq!(job["id"], waiting["id"]);
+    let a = app.enqueue("full", json!({"task": "t"})).await;
+    let b = app.enqueue("full", json!({"task": "t"})).await;
+    let claimed = app.claim("full", json!({"max_jobs": 2})).await;
+    assert_eq!((&claimed[0]["id"], &claimed[1]["id"]), (&a["id"], &b["id"]));
+}
