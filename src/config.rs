@@ -13,13 +13,19 @@ pub struct Config {
     #[arg(long, env = "PRIOQ_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// Redis to keep the queues in.
+    /// Redis to keep the queues in; with --redis-cluster, the cluster's
+    /// seed nodes, comma-separated.
     #[arg(
         long,
         env = "PRIOQ_REDIS_URL",
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+
+    /// Treat PRIOQ_REDIS_URL as the seed nodes of a Redis Cluster.
+    #[arg(long, env = "PRIOQ_REDIS_CLUSTER", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub redis_cluster: bool,
 
     /// Bearer tokens accepted on /v1 routes, comma-separated; unset or empty means no auth.
     /// Two tokens at once let clients move from one to the other.
@@ -103,6 +109,25 @@ impl Config {
 
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
+    }
+
+    /// The URLs of PRIOQ_REDIS_URL, one or a cluster's seeds.
+    pub fn redis_urls(&self) -> Vec<String> {
+        self.redis_url
+            .split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn redis_settings(&self) -> crate::queue::RedisSettings {
+        crate::queue::RedisSettings {
+            urls: self.redis_urls(),
+            cluster: self.redis_cluster,
+            pool_size: self.redis_pool_size as usize,
+            timeout: self.redis_timeout(),
+        }
     }
 }
 

@@ -5,13 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use deadpool_redis::{PoolConfig, Runtime, Timeouts, redis};
+use deadpool_redis::redis;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::http::{self, AppState};
-use crate::queue::{Broker, BrokerConfig, wake};
+use crate::queue::{Broker, BrokerConfig, RedisPool, wake};
 use crate::sweeper;
 
 /// A built, not yet running, prioq.
@@ -19,7 +19,8 @@ use crate::sweeper;
 pub struct Application {
     listener: TcpListener,
     state: AppState,
-    redis: redis::Client,
+    /// Where the wake-up subscription may connect; any cluster node will do.
+    seeds: Vec<redis::Client>,
 }
 
 impl Application {
@@ -27,18 +28,13 @@ impl Application {
     /// Redis need not be up yet.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         crate::telemetry::metrics_handle();
-        let mut pool_config = PoolConfig::new(config.redis_pool_size as usize);
-        pool_config.timeouts = Timeouts {
-            wait: Some(config.redis_timeout()),
-            create: Some(config.redis_timeout()),
-            recycle: Some(config.redis_timeout()),
-        };
-        let mut redis_config = deadpool_redis::Config::from_url(&config.redis_url);
-        redis_config.pool = Some(pool_config);
-        let pool = redis_config
-            .create_pool(Some(Runtime::Tokio1))
-            .context("invalid Redis settings")?;
-        let redis = redis::Client::open(config.redis_url.as_str()).context("invalid Redis URL")?;
+        let pool = RedisPool::new(&config.redis_settings())?;
+        let seeds = config
+            .redis_urls()
+            .iter()
+            .map(|url| redis::Client::open(url.as_str()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("invalid Redis URL")?;
         let broker = Broker::new(
             pool,
             BrokerConfig {
@@ -57,7 +53,7 @@ impl Application {
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
             },
-            redis,
+            seeds,
         })
     }
 
@@ -79,7 +75,7 @@ impl Application {
         let Self {
             listener,
             state,
-            redis,
+            seeds,
         } = self;
         let shutdown = state.shutdown.clone();
         let sweeper = tokio::spawn(sweeper::run(
@@ -88,7 +84,7 @@ impl Application {
             shutdown.clone(),
         ));
         let listener_task = tokio::spawn(wake::listen(
-            redis,
+            seeds,
             state.config.key_prefix.clone(),
             state.broker.waiters(),
             shutdown.clone(),

@@ -1,6 +1,7 @@
 //! The queue's semantics over Redis: one function per operation, each one
 //! script call (one round trip). No HTTP types in here.
 
+mod backend;
 mod job;
 pub(crate) mod keys;
 mod scripts;
@@ -17,6 +18,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
+use backend::RedisConnection;
+pub use backend::{RedisPool, RedisSettings};
 use job::Body;
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
@@ -155,7 +158,7 @@ pub struct BrokerConfig {
 /// prioq's queues in one Redis.
 #[derive(Debug)]
 pub struct Broker {
-    pool: deadpool_redis::Pool,
+    pool: RedisPool,
     config: BrokerConfig,
     waiters: Arc<Waiters>,
     /// Queues this instance has put in the registry.
@@ -163,7 +166,7 @@ pub struct Broker {
 }
 
 impl Broker {
-    pub fn new(pool: deadpool_redis::Pool, config: BrokerConfig) -> Self {
+    pub fn new(pool: RedisPool, config: BrokerConfig) -> Self {
         Self {
             pool,
             config,
@@ -525,7 +528,7 @@ impl Broker {
         &self,
         script: &Script,
         queue: &str,
-        conn: &mut deadpool_redis::Connection,
+        conn: &mut RedisConnection,
         args: impl FnOnce(&mut ScriptInvocation<'_>),
     ) -> Result<T> {
         let keys = QueueKeys::new(&self.config.key_prefix, queue);
@@ -538,11 +541,8 @@ impl Broker {
         Ok(invocation.invoke_async(conn).await?)
     }
 
-    async fn connection(&self) -> Result<deadpool_redis::Connection> {
-        self.pool
-            .get()
-            .await
-            .map_err(|error| QueueError::Unavailable(error.into()))
+    async fn connection(&self) -> Result<RedisConnection> {
+        self.pool.get().await.map_err(QueueError::Unavailable)
     }
 
     async fn bounded<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {

@@ -51,16 +51,20 @@ impl Waiters {
 }
 
 /// Listens to every queue's wake-up channel until `shutdown`, reconnecting
-/// with a short back-off whenever the subscription drops.
+/// with a short back-off whenever the subscription drops, to the next seed
+/// each time. In a cluster every node hears every node's publications.
 pub(crate) async fn listen(
-    client: redis::Client,
+    seeds: Vec<redis::Client>,
     prefix: String,
     waiters: Arc<Waiters>,
     shutdown: CancellationToken,
 ) {
     let pattern = keys::wake_pattern(&prefix);
     let mut backoff = Duration::from_millis(100);
-    while !shutdown.is_cancelled() {
+    for client in seeds.iter().cycle() {
+        if shutdown.is_cancelled() {
+            return;
+        }
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.psubscribe(&pattern).await?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prioq::queue::{Broker, BrokerConfig};
+use prioq::queue::{Broker, BrokerConfig, RedisPool};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -79,14 +79,12 @@ async fn until_leases_expire(app: &TestApp, queue: &str, count: u64) {
     }
 }
 
-fn broker(url: &str, prefix: &str) -> Broker {
-    let pool = deadpool_redis::Config::from_url(url)
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
-        .expect("pool");
+fn broker(app: &TestApp) -> Broker {
+    let pool = RedisPool::new(&app.config.redis_settings()).expect("pool");
     Broker::new(
         pool,
         BrokerConfig {
-            key_prefix: prefix.to_owned(),
+            key_prefix: app.config.key_prefix.clone(),
             redis_timeout: Duration::from_secs(5),
             bulk_floor: 0.0,
         },
@@ -117,11 +115,7 @@ async fn racing_sweepers_count_one_attempt_per_expired_lease() {
     until_leases_expire(&app, "race", 200).await;
 
     // Eight sweepers on two connections pools, all at once, in small batches.
-    let url = &app.config.redis_url;
-    let brokers = [
-        Arc::new(broker(url, &app.config.key_prefix)),
-        Arc::new(broker(url, &app.config.key_prefix)),
-    ];
+    let brokers = [Arc::new(broker(&app)), Arc::new(broker(&app))];
     let sweepers: Vec<_> = (0..8)
         .map(|i| {
             let broker = Arc::clone(&brokers[i % 2]);
