@@ -9,13 +9,19 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::helpers::{spawn_app, spawn_app_with, test_config};
+use prioq::config::Config;
+
+use crate::helpers::{spawn_app_with, test_config};
 
 /// 1. Priorities 2, 0, 1, 0 are claimed as the two 0s in enqueue order,
 ///    then 1, then 2.
 #[tokio::test]
 async fn priorities_are_claimed_most_urgent_first_and_fifo_within() {
-    let mut config = test_config();
+    check_priority_order(test_config()).await;
+}
+
+pub(crate) async fn check_priority_order(config: Config) {
+    let mut config = config;
     config.bulk_floor = 0.0;
     let app = spawn_app_with(config).await;
     let mut ids = Vec::new();
@@ -44,7 +50,11 @@ async fn priorities_are_claimed_most_urgent_first_and_fifo_within() {
 ///    exactly 10,000 acks, pending and processing empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_workers_process_ten_thousand_jobs_exactly_once() {
-    let app = Arc::new(spawn_app().await);
+    check_fifty_workers(test_config()).await;
+}
+
+pub(crate) async fn check_fifty_workers(config: Config) {
+    let app = Arc::new(spawn_app_with(config).await);
     let mut enqueued = HashSet::new();
     for batch in 0..10 {
         let jobs: Vec<Value> = (0..1000)
@@ -164,7 +174,11 @@ async fn claim_in_process_and_kill(claim_url: &str) -> String {
 ///    and dead-lettered after max_attempts such deaths.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_killed_with_sigkill_loses_nothing() {
-    let app = spawn_app().await;
+    check_sigkill_recovery(test_config()).await;
+}
+
+pub(crate) async fn check_sigkill_recovery(config: Config) {
+    let app = spawn_app_with(config).await;
     let job = app
         .enqueue("crash", json!({"task": "t", "max_attempts": 3}))
         .await;

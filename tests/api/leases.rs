@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prioq::config::Config;
 use prioq::queue::{Broker, BrokerConfig, RedisPool};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -14,7 +15,11 @@ use crate::helpers::{
 
 #[tokio::test]
 async fn stale_lease_ack_is_rejected_and_spares_the_new_holder() {
-    let app = spawn_app().await;
+    check_fencing(test_config()).await;
+}
+
+pub(crate) async fn check_fencing(config: Config) {
+    let app = spawn_app_with(config).await;
     let job = app.enqueue("fence", json!({"task": "t"})).await;
     let id = job["id"].as_str().expect("id");
     let first = app
@@ -202,18 +207,32 @@ async fn bulk_floor_share_is_exact_across_the_fleet() {
     assert_eq!(bulk_claimed, handed_out / 4);
 }
 
-/// Script calls `redis` has run so far.
-async fn scripts_run(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
+/// Script calls the Redis servers at `conns` have run so far.
+async fn scripts_run(conns: &mut [redis::aio::MultiplexedConnection]) -> u64 {
+    let mut total = 0;
+    for conn in conns {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(conn)
+            .await
+            .expect("INFO");
+        total += info
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    total
+}
+
+/// Connections to each of `urls`, to count their script calls.
+pub(crate) async fn script_counters(urls: &[String]) -> Vec<redis::aio::MultiplexedConnection> {
+    let mut conns = Vec::new();
+    for url in urls {
+        conns.push(redis_connection(url).await);
+    }
+    conns
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -222,17 +241,23 @@ async fn long_poll_on_one_instance_wakes_for_a_job_enqueued_on_another() {
     let server = RedisServer::start();
     let mut config = test_config();
     config.redis_url = server.url();
+    check_cross_instance_wake_up(config, &[server.url()]).await;
+}
+
+/// `servers` are all the Redis servers behind `config`, used by nothing
+/// else meanwhile: their script counts tell when the poll has looked.
+pub(crate) async fn check_cross_instance_wake_up(config: Config, servers: &[String]) {
     let a = Arc::new(spawn_app_with(config.clone()).await);
     let b = spawn_app_with(config).await;
-    let mut conn = redis_connection(&server.url()).await;
-    let before = scripts_run(&mut conn).await;
+    let mut conns = script_counters(servers).await;
+    let before = scripts_run(&mut conns).await;
 
     // 4 s is below the 5 s self-recheck: only a wake-up can answer in time.
     let poll = tokio::spawn({
         let a = Arc::clone(&a);
         async move { a.claim("wake", json!({"wait_ms": 4000})).await }
     });
-    until_polling(&mut conn, before).await;
+    until_polling(&mut conns, before).await;
     let enqueued_at = tokio::time::Instant::now();
     let job = b.enqueue("wake", json!({"task": "t"})).await;
     let claimed = poll.await.expect("poll answers");
@@ -256,9 +281,9 @@ async fn long_poll_answers_empty_when_the_wait_is_over() {
 
 /// Waits until the long poll sent after `before` was counted has looked
 /// for a job once (and found none).
-async fn until_polling(conn: &mut redis::aio::MultiplexedConnection, before: u64) {
+async fn until_polling(conns: &mut [redis::aio::MultiplexedConnection], before: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while scripts_run(conn).await == before {
+    while scripts_run(conns).await == before {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the long poll never looked"
@@ -273,8 +298,8 @@ async fn shutdown_answers_waiting_long_polls_early() {
     let mut config = test_config();
     config.redis_url = server.url();
     let app = Arc::new(spawn_app_with(config).await);
-    let mut conn = redis_connection(&server.url()).await;
-    let before = scripts_run(&mut conn).await;
+    let mut conns = script_counters(&[server.url()]).await;
+    let before = scripts_run(&mut conns).await;
     let poll = tokio::spawn({
         let app = Arc::clone(&app);
         async move {
@@ -285,7 +310,7 @@ async fn shutdown_answers_waiting_long_polls_early() {
             (answer, started.elapsed())
         }
     });
-    until_polling(&mut conn, before).await;
+    until_polling(&mut conns, before).await;
     app.shutdown_token().cancel();
     let (answer, took) = poll.await.expect("poll answers");
     assert_eq!(answer.status, StatusCode::OK);

@@ -3,8 +3,10 @@
 
 mod helpers;
 
+mod cluster;
 mod endpoints;
 mod guide;
 mod leases;
+mod ops;
 mod score;
 mod spec;

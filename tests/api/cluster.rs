@@ -1,0 +1,274 @@
+//! The queue checks again, on a local three-master Redis Cluster: every
+//! script lands on the shard owning its queue's slot, no CROSSSLOT error is
+//! reachable, and wake-ups cross shards.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use prioq::config::Config;
+use serde_json::json;
+
+use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
+use crate::helpers::{redis, spawn_app_with, test_config};
+use crate::leases::{check_cross_instance_wake_up, check_fencing};
+
+/// Three cluster-enabled `redis-server`s joined into one cluster. Like the
+/// single servers of the harness, they die with the test process.
+#[derive(Debug)]
+pub struct RedisCluster {
+    pub ports: Vec<u16>,
+    wrapper: Child,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let ports = cluster_ports(3);
+        let servers: String = ports
+            .iter()
+            .map(|port| {
+                format!(
+                    "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
+                     --cluster-config-file nodes-{port}.conf --dir \"$dir\" --save '' \
+                     --appendonly no >/dev/null 2>&1 & pids=\"$pids $!\"; "
+                )
+            })
+            .collect();
+        let script =
+            format!("dir=$(mktemp -d); pids=; {servers} echo started; read _; kill -9 $pids");
+        let mut wrapper = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("redis-server must be installed (see README)");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(wrapper.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("wrapper starts");
+        let cluster = Self { ports, wrapper };
+        for url in cluster.urls() {
+            wait_for_ping(&url);
+        }
+        let nodes: Vec<String> = cluster
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&nodes)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli must be installed (see README)");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        cluster.wait_until_ok();
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// prioq settings for this cluster, seeded with two of its nodes.
+    pub fn config(&self) -> Config {
+        let mut config = test_config();
+        config.redis_cluster = true;
+        config.redis_url = self.urls()[..2].join(",");
+        config
+    }
+
+    fn wait_until_ok(&self) {
+        for url in self.urls() {
+            let mut conn = redis::Client::open(url)
+                .expect("URL")
+                .get_connection()
+                .expect("node");
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut conn)
+                    .expect("CLUSTER INFO");
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "cluster never became ok"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        drop(self.wrapper.stdin.take());
+        let _ = self.wrapper.wait();
+    }
+}
+
+/// Ports whose cluster-bus port (+10000) is free too.
+fn cluster_ports(count: usize) -> Vec<u16> {
+    let mut ports = Vec::new();
+    let mut candidate = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+    while ports.len() < count {
+        candidate = if candidate >= 29_990 {
+            20_000
+        } else {
+            candidate + 7
+        };
+        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(candidate) && free(candidate + 10_000) {
+            ports.push(candidate);
+        }
+    }
+    ports
+}
+
+fn wait_for_ping(url: &str) {
+    let client = redis::Client::open(url).expect("URL");
+    for _ in 0..500 {
+        if let Ok(mut conn) = client.get_connection()
+            && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{url} did not come up");
+}
+
+/// The cluster most cluster tests share, each under its own key prefix.
+fn shared_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start)
+}
+
+#[tokio::test]
+async fn cluster_claims_most_urgent_first_and_fifo_within() {
+    check_priority_order(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_fifty_workers_process_ten_thousand_jobs_exactly_once() {
+    check_fifty_workers(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_worker_killed_with_sigkill_loses_nothing() {
+    check_sigkill_recovery(shared_cluster().config()).await;
+}
+
+#[tokio::test]
+async fn cluster_stale_lease_ack_is_rejected() {
+    check_fencing(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_long_poll_wakes_for_a_job_enqueued_on_another_instance() {
+    // Its own cluster, so script counts tell when the poll has looked.
+    let cluster = RedisCluster::start();
+    check_cross_instance_wake_up(cluster.config(), &cluster.urls()).await;
+}
+
+#[tokio::test]
+async fn cluster_dead_letter_queue_lists_requeues_and_deletes() {
+    let app = spawn_app_with(shared_cluster().config()).await;
+    for n in 0..3 {
+        app.enqueue("dlq", json!({"task": "t", "id": format!("d{n}")}))
+            .await;
+        let job = app.claim_one("dlq").await.expect("claimed");
+        let nack = app
+            .post(
+                app.queue_url("dlq", &format!("/jobs/d{n}/nack")),
+                json!({"lease_token": job["lease_token"], "dead": true, "error": "boom"}),
+            )
+            .await;
+        assert_eq!(nack.body["state"], "dead");
+    }
+    let page = app.get(app.queue_url("dlq", "/dlq?limit=2")).await.body;
+    assert_eq!(page["total"], 3);
+    let cursor = page["next_cursor"].as_str().expect("a second page");
+    let rest = app
+        .get(app.queue_url("dlq", &format!("/dlq?limit=2&cursor={cursor}")))
+        .await
+        .body;
+    let ids: Vec<&str> = page["jobs"]
+        .as_array()
+        .into_iter()
+        .chain(rest["jobs"].as_array())
+        .flatten()
+        .map(|job| job["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["d2", "d1", "d0"]);
+    let requeued = app
+        .post(app.queue_url("dlq", "/dlq/d1/requeue"), json!({}))
+        .await;
+    assert_eq!(requeued.body["state"], "pending");
+    let deleted = app
+        .send(app.http.delete(app.queue_url("dlq", "/dlq/d0")))
+        .await;
+    assert_eq!(deleted.status, reqwest::StatusCode::NO_CONTENT);
+    assert_eq!(
+        app.claim_one("dlq").await.expect("requeued job")["id"],
+        "d1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_queues_spread_over_every_shard() {
+    let cluster = shared_cluster();
+    let app = spawn_app_with(cluster.config()).await;
+    let queues: Vec<String> = (0..24).map(|n| format!("spread-{n}")).collect();
+    for queue in &queues {
+        app.enqueue(queue, json!({"task": "t"})).await;
+    }
+    let mut shards_used = HashSet::new();
+    for url in cluster.urls() {
+        let mut conn = redis::Client::open(url.clone())
+            .expect("URL")
+            .get_connection()
+            .expect("node");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}:{{spread-*}}:pending", app.config.key_prefix))
+            .query(&mut conn)
+            .expect("KEYS");
+        if !keys.is_empty() {
+            shards_used.insert(url);
+        }
+    }
+    assert_eq!(
+        shards_used.len(),
+        3,
+        "24 queues land on every one of 3 shards"
+    );
+    let listed = app.get(app.url("/v1/queues")).await.body;
+    let names: HashSet<&str> = listed["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| q["queue"].as_str().expect("name"))
+        .collect();
+    assert!(queues.iter().all(|q| names.contains(q.as_str())));
+    for queue in &queues {
+        let job = app
+            .claim_one(queue)
+            .await
+            .expect("each queue serves its job");
+        assert_eq!(
+            app.ack(queue, &job).await.status,
+            reqwest::StatusCode::NO_CONTENT
+        );
+    }
+}
