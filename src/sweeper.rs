@@ -20,13 +20,28 @@ const MAX_BATCHES: u32 = 50;
 pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: CancellationToken) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Said once when sweeping starts failing and once when it recovers, not
+    // every interval of an outage.
+    let mut failing = false;
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        if let Err(error) = sweep(&broker, &shutdown).await {
-            tracing::warn!(error = %anyhow::Error::from(error), "sweep failed; retrying next interval");
+        match sweep(&broker, &shutdown).await {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("sweeping again");
+            }
+            Ok(()) => {}
+            Err(error) if !failing => {
+                failing = true;
+                tracing::warn!(
+                    error = format!("{:#}", anyhow::Error::from(error)),
+                    "sweep failed; retrying every interval"
+                );
+            }
+            Err(_) => {}
         }
     }
 }

@@ -67,6 +67,28 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
     })
 }
 
+/// A per-queue gauge: name, help, and how to read it from the stats.
+type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
+
+const QUEUE_GAUGES: [QueueGauge; 4] = [
+    ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
+        s.processing
+    }),
+    (
+        "prioq_jobs_scheduled",
+        "Jobs delayed until their run_at.",
+        |s| s.scheduled,
+    ),
+    (
+        "prioq_expired_leases",
+        "Leases past their deadline, not yet taken back.",
+        |s| s.expired_leases,
+    ),
+    ("prioq_jobs_dead", "Jobs in the dead-letter queue.", |s| {
+        s.dead
+    }),
+];
+
 /// The exposition text: the recorded metrics, then the queue gauges.
 pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
     for (queue, _) in queues {
@@ -75,24 +97,6 @@ pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
         }
     }
     let mut out = metrics_handle().render();
-    let gauges: [(&str, &str, fn(&QueueStats) -> u64); 4] = [
-        ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
-            s.processing
-        }),
-        (
-            "prioq_jobs_scheduled",
-            "Jobs delayed until their run_at.",
-            |s| s.scheduled,
-        ),
-        (
-            "prioq_expired_leases",
-            "Leases past their deadline, not yet taken back.",
-            |s| s.expired_leases,
-        ),
-        ("prioq_jobs_dead", "Jobs in the dead-letter queue.", |s| {
-            s.dead
-        }),
-    ];
     let _ = writeln!(
         out,
         "# HELP prioq_jobs_pending Claimable jobs, by priority."
@@ -122,7 +126,7 @@ pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
             );
         }
     }
-    for (name, help, value) in gauges {
+    for (name, help, value) in QUEUE_GAUGES {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} gauge");
         for (queue, stats) in queues {

@@ -502,9 +502,10 @@ impl Broker {
         .await
     }
 
-    /// Whether Redis answers.
+    /// Whether Redis answers, within a second at most.
     pub async fn ping(&self) -> Result<()> {
-        self.bounded(async {
+        let limit = self.config.redis_timeout.min(Duration::from_secs(1));
+        bounded_by(limit, async {
             let mut conn = self.connection().await?;
             Ok(redis::cmd("PING").query_async::<()>(&mut conn).await?)
         })
@@ -546,15 +547,20 @@ impl Broker {
     }
 
     async fn bounded<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
-        let limit = self.config.redis_timeout;
-        tokio::time::timeout(limit, operation)
-            .await
-            .unwrap_or_else(|_| {
-                Err(QueueError::Unknown(anyhow::anyhow!(
-                    "Redis did not answer within {limit:?}"
-                )))
-            })
+        bounded_by(self.config.redis_timeout, operation).await
     }
+}
+
+/// Runs a Redis operation, giving up after `limit`: then its effect is
+/// unknown.
+async fn bounded_by<T>(limit: Duration, operation: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(limit, operation)
+        .await
+        .unwrap_or_else(|_| {
+            Err(QueueError::Unknown(anyhow::anyhow!(
+                "Redis did not answer within {limit:?}"
+            )))
+        })
 }
 
 /// Where a DLQ page starts: just after this job, in the DLQ's order.

@@ -61,10 +61,10 @@ impl RedisServer {
     fn wait_until_ready(&self) {
         let client = self.client();
         for _ in 0..500 {
-            if let Ok(mut conn) = client.get_connection() {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return;
-                }
+            if let Ok(mut conn) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            {
+                return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -327,4 +327,130 @@ pub async fn snapshot(url: &str, prefix: &str) -> BTreeMap<String, String> {
         out.insert(key, format!("{kind} {contents:?}"));
     }
     out
+}
+
+impl RedisServer {
+    /// A `redis-server` on `port` that keeps its data in `dir`, in an
+    /// append-only file synced on every write. Dropped (killed) and started
+    /// again on the same port and dir, it is back at the same address with
+    /// everything it had acknowledged: a Redis outage under a running
+    /// service.
+    pub fn start_on(port: u16, dir: &std::path::Path) -> Self {
+        // Unlike `start`, the wrapper waits for the server to be gone, so
+        // the port is free again once the drop returns.
+        let script = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly yes \
+             --appendfsync always --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
+             echo started; read _ ; kill -9 $pid; wait $pid"
+        );
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // Quiet: the shell reports the kill it waits for.
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (see README)");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("redis-server wrapper starts");
+        let server = Self { port, child };
+        server.wait_until_ready();
+        server
+    }
+
+    /// The pid of the `redis-server` process itself (not of its wrapper
+    /// shell), to stop and resume it with `kill -STOP` / `kill -CONT`.
+    pub fn pid(&self) -> u32 {
+        let mut conn = self.client().get_connection().expect("Redis answers");
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut conn)
+            .expect("INFO server");
+        info.lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+            .expect("INFO server tells the process id")
+    }
+}
+
+/// Sends `signal` (`TERM`, `INT`, `STOP`, `CONT`...) to process `pid`
+/// with kill(1).
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill(1) runs");
+    assert!(status.success(), "kill -{signal} {pid} failed: {status}");
+}
+
+/// A fresh directory under the system's temporary one, removed on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    pub path: std::path::PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("prioq-{label}-{}", unique_prefix()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temporary directory");
+        Self { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Script calls (EVALSHA) the Redis behind `conn` has run so far.
+pub async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the Redis behind `conn` has run more script calls than
+/// `before`: a long poll sent after `before` was read has looked for a job
+/// once (and, on an empty queue, now waits).
+pub async fn until_script_calls_exceed(conn: &mut redis::aio::MultiplexedConnection, before: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while script_calls(conn).await <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the long poll never looked"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls `check` every 20 ms until it holds, failing with `what` after
+/// `within`. For conditions only observable by looking again.
+pub async fn until<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
