@@ -270,14 +270,14 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
             return malformed(&inner);
         }
         let reason = without_position(&inner);
-        let field = match path.as_str() {
-            "." => reason
-                .split('`')
-                .nth(1)
-                .filter(|_| reason.starts_with("missing field"))
-                .unwrap_or("(body)")
-                .to_owned(),
-            _ => path,
+        let missing = reason
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next());
+        let field = match (path.as_str(), missing) {
+            (".", Some(name)) => name.to_owned(),
+            (".", None) => "(body)".to_owned(),
+            (_, Some(name)) => format!("{path}.{name}"),
+            (_, None) => path,
         };
         ApiError::validation(field, reason)
     })?;
