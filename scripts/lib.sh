@@ -31,26 +31,66 @@ can_install_packages() {
   command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null
 }
 
-# Makes sure every command named is on PATH, installing Debian's
-# redis-server package (which brings redis-cli) when that is possible.
-ensure_redis_tools() {
-  local missing="" tool
-  for tool in "$@"; do
-    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
-  done
-  [ -z "$missing" ] && return 0
+# Installs the Debian packages named after $1 (what is missing, for the
+# messages) and $2 (the Homebrew formula a Mac user needs instead); or, when
+# nothing can be installed here without asking, says what to install and
+# exits.
+install_packages() {
+  local what="$1" formula="$2"
+  shift 2
   if ! can_install_packages; then
-    say "Redis is not installed (missing:${missing}). Install it, then run this again:"
-    say "  Debian/Ubuntu: sudo apt-get install redis-server"
-    say "  macOS:         brew install redis"
+    say "$what is not installed. Install it, then run this again:"
+    say "  Debian/Ubuntu: sudo apt-get install $*"
+    say "  macOS:         brew install $formula"
     exit 1
   fi
-  say "installing Debian's redis-server package for${missing}"
+  say "installing Debian's $* for $what"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+}
+
+# True when the command $1 can be run: on PATH, or in the sbin folders a
+# non-root PATH may lack (Debian installs nginx as /usr/sbin/nginx).
+have_tool() {
+  command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]
+}
+
+# Makes sure every command named after the Debian package $1 and the
+# Homebrew formula $2 can be run, installing the Debian package when that
+# is possible.
+ensure_package_tools() {
+  local package="$1" formula="$2" missing="" tool
+  shift 2
   for tool in "$@"; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool is still missing after installing redis-server"
+    have_tool "$tool" || missing="$missing $tool"
   done
+  [ -z "$missing" ] && return 0
+  install_packages "$package (missing:${missing})" "$formula" "$package"
+  for tool in "$@"; do
+    have_tool "$tool" || die "$tool is still missing after installing $package"
+  done
+}
+
+# Makes sure every command named can be run, installing Debian's
+# redis-server package (which brings redis-cli) when that is possible.
+ensure_redis_tools() {
+  ensure_package_tools redis-server redis "$@"
+}
+
+# Makes a Python virtual environment at $1 unless one is there. When
+# python3, or its venv module with ensurepip (Debian ships those apart, in
+# python3-venv), is missing, installs Debian's python3 and python3-venv
+# first, when that is possible.
+ensure_python_venv() {
+  local venv="$1"
+  [ -x "$venv/bin/python" ] && return 0
+  mkdir -p "$(dirname "$venv")"
+  if command -v python3 >/dev/null 2>&1 && python3 -m venv "$venv" >/dev/null 2>&1; then
+    return 0
+  fi
+  rm -rf "$venv"
+  install_packages "python3 with its venv module" python python3 python3-venv
+  python3 -m venv "$venv" || die "python3 cannot make a virtual environment at $venv"
 }
 
 # True when a Redis at host $1, port $2 answers PING. Uses bash's /dev/tcp,

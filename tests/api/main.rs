@@ -8,5 +8,6 @@ mod endpoints;
 mod guide;
 mod leases;
 mod ops;
+mod proxy;
 mod score;
 mod spec;
