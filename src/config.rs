@@ -77,6 +77,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub redis_pool_size: u32,
 
+    /// On SIGTERM, keep serving this long before the listener closes, with
+    /// /readyz answering 503 and every answer closing its connection, so a
+    /// load balancer moves away without a request caught in between.
+    #[arg(long, env = "PRIOQ_SHUTDOWN_GRACE_MS", default_value_t = 0)]
+    pub shutdown_grace_ms: u64,
+
     /// Log format: `text` (readable lines) or `json` (one object per line).
     #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -105,6 +111,10 @@ impl Config {
 
     pub fn sweep_interval(&self) -> Duration {
         Duration::from_millis(self.sweep_interval_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
     }
 
     pub fn redis_timeout(&self) -> Duration {

@@ -68,9 +68,11 @@ impl Application {
         self.state.shutdown.clone()
     }
 
-    /// Serves until the shutdown token is cancelled: then stops accepting,
-    /// lets in-flight requests finish (long polls answer early) and stops
-    /// the sweeper between batches.
+    /// Serves until the shutdown token is cancelled. Then waiting long polls
+    /// answer with what they have, `/readyz` answers 503 and answers close
+    /// their connections; after the configured grace period the listener
+    /// closes, in-flight requests finish, and the sweeper stops between
+    /// batches.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let Self {
             listener,
@@ -78,22 +80,27 @@ impl Application {
             seeds,
         } = self;
         let shutdown = state.shutdown.clone();
+        let grace = state.config.shutdown_grace();
+        let stopped = CancellationToken::new();
         let sweeper = tokio::spawn(sweeper::run(
             Arc::clone(&state.broker),
             state.config.sweep_interval(),
-            shutdown.clone(),
+            stopped.clone(),
         ));
         let listener_task = tokio::spawn(wake::listen(
             seeds,
             state.config.key_prefix.clone(),
             state.broker.waiters(),
-            shutdown.clone(),
+            stopped.clone(),
         ));
         let served = axum::serve(listener, http::router(state))
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .with_graceful_shutdown(async move {
+                shutdown.cancelled().await;
+                tokio::time::sleep(grace).await;
+            })
             .await
             .context("HTTP server failed");
-        shutdown.cancel();
+        stopped.cancel();
         let _ = tokio::join!(sweeper, listener_task);
         served
     }

@@ -59,7 +59,7 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal.into_response()
         }))
-        .layer(middleware::from_fn(observe))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
@@ -73,8 +73,9 @@ async fn method_not_allowed() -> ApiError {
 
 /// Gives the request an id (the proxy's, or a fresh one) that every log
 /// line of the request carries and the answer echoes; then logs one line
-/// and records the request's duration by matched route and status.
-async fn observe(mut request: Request, next: Next) -> Response {
+/// and records the request's duration by matched route and status. While
+/// the instance shuts down, answers close their connections.
+async fn observe(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request
         .headers()
@@ -112,6 +113,12 @@ async fn observe(mut request: Request, next: Next) -> Response {
     });
     if let Some(id) = id_header {
         response.headers_mut().insert(REQUEST_ID, id);
+    }
+    if state.shutdown.is_cancelled() {
+        // A proxy must not reuse this connection: the listener is closing.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
 }

@@ -22,7 +22,8 @@ pub fn router() -> Router<AppState> {
 /// Health or readiness.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Status {
-    /// `ok`, or `unavailable` when Redis does not answer.
+    /// `ok`; `unavailable` when Redis does not answer; `stopping` while the
+    /// instance shuts down.
     status: &'static str,
 }
 
@@ -33,13 +34,20 @@ pub async fn healthz() -> axum::Json<Status> {
     axum::Json(Status { status: "ok" })
 }
 
-/// Readiness: 200 when Redis answers, else 503.
+/// Readiness: 200 when Redis answers, else 503; 503 too once the instance
+/// is shutting down.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Redis answers", body = Status),
         (status = 503, description = "Redis does not answer", body = Status),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Status>) {
+    if state.shutdown.is_cancelled() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(Status { status: "stopping" }),
+        );
+    }
     match state.broker.ping().await {
         Ok(()) => (StatusCode::OK, axum::Json(Status { status: "ok" })),
         Err(error) => {

@@ -584,3 +584,47 @@ async fn stalled_redis_answers_503_within_the_timeout_and_nothing_is_half_done()
     assert_eq!(stats["pending"], json!(tally.created.len()), "{stats}");
     assert_eq!(claim_all_ids(&app).await, tally.created);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace_period_keeps_serving_while_readiness_turns_load_balancers_away() {
+    let mut config = test_config();
+    config.shutdown_grace_ms = 1500;
+    let app = spawn_app_with(config).await;
+    let started = Instant::now();
+    app.shutdown_token().cancel();
+
+    let ready = app.get(app.url("/readyz")).await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.body["status"], "stopping");
+    let enqueued = app
+        .post(app.queue_url("grace", "/jobs"), json!({"task": "t"}))
+        .await;
+    assert_eq!(
+        enqueued.status,
+        StatusCode::CREATED,
+        "still serving in the grace period"
+    );
+    assert_eq!(
+        enqueued
+            .headers
+            .get("connection")
+            .and_then(|v| v.to_str().ok()),
+        Some("close"),
+        "answers close their connections so a proxy keeps none"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "checked inside the grace period"
+    );
+
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&address).await.is_ok() {
+        assert!(Instant::now() < deadline, "the listener never closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "closed only after the grace period"
+    );
+}
