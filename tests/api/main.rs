@@ -5,6 +5,7 @@ mod helpers;
 
 mod cluster;
 mod endpoints;
+mod fuzz;
 mod guide;
 mod leases;
 mod ops;
