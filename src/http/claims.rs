@@ -37,6 +37,7 @@ const MAX_TOKEN_CHARS: usize = 200;
 #[schema(example = json!({"worker": "billing-7", "lease_ms": 60000, "max_jobs": 1, "wait_ms": 0}))]
 pub struct ClaimRequest {
     /// Who claims, shown on the leased jobs; up to 200 characters.
+    #[schema(max_length = 200)]
     worker: Option<String>,
     /// Lease length, 100 to 43200000; default from configuration.
     #[schema(minimum = 100, maximum = 43_200_000)]
@@ -107,6 +108,7 @@ pub async fn claim(
 /// Proof of the current lease.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AckRequest {
+    #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
 }
 
@@ -156,12 +158,15 @@ pub async fn ack(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AckManyRequest {
     /// 1 to 1000 entries.
+    #[schema(min_items = 1, max_items = 1000)]
     jobs: Vec<AckEntry>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AckEntry {
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
     id: String,
+    #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
 }
 
@@ -237,6 +242,7 @@ pub async fn ack_many(
 /// A heartbeat: keep the lease for `lease_ms` from now.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ExtendRequest {
+    #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
     /// 100 to 43200000; default from configuration.
     #[schema(minimum = 100, maximum = 43_200_000)]
@@ -276,12 +282,14 @@ pub async fn extend(
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"lease_token": "…", "delay_ms": 0, "error": "timeout talking to SMTP", "dead": false}))]
 pub struct NackRequest {
+    #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
     /// Keep the job scheduled this long before it is claimable again.
     #[serde(default)]
     #[schema(maximum = 2_592_000_000_u64)]
     delay_ms: u64,
     /// Kept as the job's `last_error`; up to 2000 characters.
+    #[schema(max_length = 2000)]
     error: Option<String>,
     /// Dead-letter the job now.
     #[serde(default)]

@@ -31,10 +31,11 @@ const MAX_BATCH: usize = 1000;
 #[schema(example = json!({"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234", "delay_ms": 0, "max_attempts": 5}))]
 pub struct EnqueueRequest {
     /// What the worker should do, 1 to 200 characters.
+    #[schema(min_length = 1, max_length = 200)]
     task: String,
     /// Any JSON value, kept as sent; default `{}`.
     #[serde(default = "empty_args")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     args: Box<RawValue>,
     /// 0 (most urgent) to 255; default 1.
     #[serde(default = "default_priority")]
@@ -84,6 +85,14 @@ impl EnqueueRequest {
                 "must be at most 2592000000 (30 days)",
             ));
         }
+        // Stored as sent, so it must be JSON every client can read back:
+        // bounded nesting, no lone surrogates, numbers within range.
+        if let Err(error) = serde_json::from_str::<serde_json::Value>(self.args.get()) {
+            return Err(ApiError::validation(
+                format!("{field}args"),
+                format!("must be JSON any client can read back: {error}"),
+            ));
+        }
         let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
         if !(1..=1000).contains(&max_attempts) {
             return Err(ApiError::validation(
@@ -106,6 +115,7 @@ impl EnqueueRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct EnqueueBatchRequest {
     /// 1 to 1000 jobs; FIFO inside a priority follows this order.
+    #[schema(min_items = 1, max_items = 1000)]
     jobs: Vec<EnqueueRequest>,
 }
 
@@ -131,7 +141,7 @@ pub struct JobView {
     pub id: String,
     pub queue: String,
     pub task: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub args: Box<RawValue>,
     pub priority: u8,
     pub state: StateName,

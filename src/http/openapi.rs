@@ -4,9 +4,11 @@
 
 use serde_json::json;
 use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{Components, Ref, RefOr};
+use utoipa::openapi::{Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 
 use super::{claims, dlq, error, jobs, ops, queues};
@@ -105,6 +107,14 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
     ),
 ];
 
+/// The shape of each path segment, as the contract gives it.
+const PATH_SEGMENTS: [(&str, &str); 2] = [
+    ("queue", "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"),
+    ("id", "^[A-Za-z0-9_.:-]{1,128}$"),
+];
+/// Operations whose body may be left out altogether.
+const OPTIONAL_BODY: [&str; 2] = ["claim", "requeue"];
+
 struct SharedAnswers;
 
 impl Modify for SharedAnswers {
@@ -149,6 +159,29 @@ impl Modify for SharedAnswers {
                     Vec::<String>::new(),
                 )]);
                 let id = operation.operation_id.clone().unwrap_or_default();
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    let RefOr::T(parameter) = parameter else {
+                        continue;
+                    };
+                    let shape = PATH_SEGMENTS
+                        .iter()
+                        .find(|(name, _)| *name == parameter.name);
+                    if let (ParameterIn::Path, Some((_, pattern))) =
+                        (&parameter.parameter_in, shape)
+                    {
+                        let schema = ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .min_length(Some(1))
+                            .max_length(Some(128))
+                            .pattern(Some(*pattern));
+                        parameter.schema = Some(RefOr::T(schema.into()));
+                    }
+                }
+                if OPTIONAL_BODY.contains(&id.as_str())
+                    && let Some(RefOr::T(body)) = &mut operation.request_body
+                {
+                    body.required = Some(Required::False);
+                }
                 let body = operation.request_body.is_some();
                 let shared = ALWAYS
                     .iter()
