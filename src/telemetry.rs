@@ -97,41 +97,57 @@ pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
         }
     }
     let mut out = metrics_handle().render();
-    let _ = writeln!(
-        out,
-        "# HELP prioq_jobs_pending Claimable jobs, by priority."
+    let classes = || {
+        queues
+            .iter()
+            .flat_map(|(queue, stats)| stats.classes.iter().map(move |class| (queue, class)))
+    };
+    gauge_family(
+        &mut out,
+        "prioq_jobs_pending",
+        "Claimable jobs, by priority.",
+        classes().map(|(queue, class)| {
+            (
+                format!("queue=\"{queue}\",priority=\"{}\"", class.priority),
+                class.pending as f64,
+            )
+        }),
     );
-    let _ = writeln!(out, "# TYPE prioq_jobs_pending gauge");
-    for (queue, stats) in queues {
-        for class in &stats.classes {
-            let _ = writeln!(
-                out,
-                "prioq_jobs_pending{{queue=\"{queue}\",priority=\"{}\"}} {}",
-                class.priority, class.pending
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP prioq_oldest_job_age_seconds How long the oldest claimable job of each priority has waited."
+    gauge_family(
+        &mut out,
+        "prioq_oldest_job_age_seconds",
+        "How long the oldest claimable job of each priority has waited.",
+        classes().map(|(queue, class)| {
+            (
+                format!("queue=\"{queue}\",priority=\"{}\"", class.priority),
+                class.oldest_age_ms as f64 / 1000.0,
+            )
+        }),
     );
-    let _ = writeln!(out, "# TYPE prioq_oldest_job_age_seconds gauge");
-    for (queue, stats) in queues {
-        for class in &stats.classes {
-            let _ = writeln!(
-                out,
-                "prioq_oldest_job_age_seconds{{queue=\"{queue}\",priority=\"{}\"}} {:.3}",
-                class.priority,
-                class.oldest_age_ms as f64 / 1000.0
-            );
-        }
-    }
     for (name, help, value) in QUEUE_GAUGES {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        for (queue, stats) in queues {
-            let _ = writeln!(out, "{name}{{queue=\"{queue}\"}} {}", value(stats));
-        }
+        gauge_family(
+            &mut out,
+            name,
+            help,
+            queues
+                .iter()
+                .map(|(queue, stats)| (format!("queue=\"{queue}\""), value(stats) as f64)),
+        );
     }
     out
+}
+
+/// Writes one gauge family in the text format: HELP, TYPE, then a sample
+/// per label set.
+fn gauge_family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    samples: impl Iterator<Item = (String, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
 }

@@ -28,16 +28,31 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> Self {
-        let port = free_port();
+        let dir = std::env::temp_dir().join(format!(
+            "prioq-test-redis-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("a data dir");
+        Self::spawn(free_port(), &dir, "--appendonly no")
+    }
+
+    /// Runs `redis-server` on `port` with its data in `dir`, inside a shell
+    /// that kills it (and waits for it to be gone) when our stdin closes.
+    fn spawn(port: u16, dir: &std::path::Path, persistence: &str) -> Self {
         let script = format!(
-            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no \
-             --dir \"$(mktemp -d)\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
-             echo started; read _ ; kill -9 $pid"
+            "redis-server --port {port} --bind 127.0.0.1 --save '' {persistence} \
+             --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
+             echo started; read _ ; kill -9 $pid; wait $pid"
         );
         let mut child = Command::new("sh")
-            .args(["-c", &script])
+            .arg("-c")
+            .arg(&script)
+            .arg(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            // Quiet: the shell reports the kill it waits for.
+            .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (see README)");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -336,31 +351,7 @@ impl RedisServer {
     /// everything it had acknowledged: a Redis outage under a running
     /// service.
     pub fn start_on(port: u16, dir: &std::path::Path) -> Self {
-        // Unlike `start`, the wrapper waits for the server to be gone, so
-        // the port is free again once the drop returns.
-        let script = format!(
-            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly yes \
-             --appendfsync always --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
-             echo started; read _ ; kill -9 $pid; wait $pid"
-        );
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(&script)
-            .arg(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // Quiet: the shell reports the kill it waits for.
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (see README)");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("redis-server wrapper starts");
-        let server = Self { port, child };
-        server.wait_until_ready();
-        server
+        Self::spawn(port, dir, "--appendonly yes --appendfsync always")
     }
 
     /// The pid of the `redis-server` process itself (not of its wrapper
