@@ -51,7 +51,7 @@ fn assert_invalid_field(answer: &Answer, field: &str) {
 
 /// Milliseconds since the epoch of a contract timestamp
 /// (`2026-11-29T23:58:12.345Z`), checking its exact shape.
-fn ms_of(value: &Value) -> i64 {
+pub(crate) fn ms_of(value: &Value) -> i64 {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("timestamp is not a string: {value}"));

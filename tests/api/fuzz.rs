@@ -54,10 +54,10 @@ const CODES: [(u16, &str); 9] = [
 
 /// xorshift64*: small, fast, and the same sequence for the same seed.
 #[derive(Debug)]
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         // splitmix64 spreads small seeds over the state; the state is never 0.
         let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -75,11 +75,11 @@ impl Rng {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         usize::try_from(self.next() % n as u64).unwrap_or(0)
     }
 
-    fn one_in(&mut self, n: u64) -> bool {
+    pub(crate) fn one_in(&mut self, n: u64) -> bool {
         self.next().is_multiple_of(n)
     }
 

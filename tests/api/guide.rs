@@ -108,34 +108,64 @@ pub(crate) async fn check_fifty_workers(config: Config) {
     );
 }
 
-/// Entry point of the worker process that the crash test kills: claims
-/// one job, says which, and hangs holding it. Does nothing in a normal run.
+/// Entry point of the worker process that the crash tests kill: claims
+/// one job (lease `PRIOQ_TEST_LEASE_MS`, 400 ms by default), prints the
+/// answer, then which job it holds, and hangs holding it. Does nothing in a
+/// normal run.
 #[tokio::test]
-#[ignore = "run only as the child process of worker_killed_with_sigkill_loses_nothing"]
+#[ignore = "run only as the child process of the worker crash tests"]
 async fn crash_worker_process() {
     let Ok(url) = std::env::var("PRIOQ_TEST_CLAIM_URL") else {
         return;
     };
-    let answer: Value = reqwest::Client::new()
+    let lease_ms: u64 = std::env::var("PRIOQ_TEST_LEASE_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(400);
+    let response = reqwest::Client::new()
         .post(url)
-        .json(&json!({"worker": "doomed", "lease_ms": 400, "wait_ms": 5000}))
+        .json(&json!({"worker": "doomed", "lease_ms": lease_ms, "wait_ms": 5000}))
         .send()
-        .await
-        .expect("claim")
-        .json()
-        .await
-        .expect("JSON");
-    let id = answer["jobs"][0]["id"].as_str().expect("a job was claimed");
+        .await;
+    let (status, answer) = match response {
+        Ok(response) => (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        ),
+        Err(_) => (0, Value::Null),
+    };
     #[allow(clippy::print_stdout)]
     {
-        println!("CLAIMED {id}");
+        println!("ANSWER {status} {answer}");
+        if let Some(id) = answer["jobs"][0]["id"].as_str() {
+            println!("CLAIMED {id}");
+        } else {
+            println!("NOTHING");
+            return;
+        }
     }
     tokio::time::sleep(Duration::from_secs(3600)).await;
 }
 
-/// Starts a worker process, waits until it holds a job, kills it with
-/// SIGKILL and returns the id of the job it held.
-async fn claim_in_process_and_kill(claim_url: &str) -> String {
+/// What a worker process killed by [`claim_in_process_and_kill_answer`]
+/// got from its claim.
+#[derive(Debug)]
+pub(crate) struct KilledClaim {
+    /// The claim's HTTP status; 0 when it got no answer.
+    pub(crate) status: u16,
+    /// The claim's answer (`{"jobs": [...]}` on a 200).
+    pub(crate) answer: Value,
+    /// The job the process held when it was killed, if it got one.
+    pub(crate) job: Option<Value>,
+}
+
+/// Starts a worker process that claims one job with a `lease_ms` lease,
+/// waits until it holds the job (or has given up on getting one), kills it
+/// with SIGKILL and returns what its claim got.
+pub(crate) async fn claim_in_process_and_kill_answer(
+    claim_url: &str,
+    lease_ms: u64,
+) -> KilledClaim {
     let mut child = tokio::process::Command::from({
         let mut command = Command::new(std::env::current_exe().expect("test binary"));
         command
@@ -146,6 +176,7 @@ async fn claim_in_process_and_kill(claim_url: &str) -> String {
                 "--nocapture",
             ])
             .env("PRIOQ_TEST_CLAIM_URL", claim_url)
+            .env("PRIOQ_TEST_LEASE_MS", lease_ms.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         command
@@ -154,19 +185,44 @@ async fn claim_in_process_and_kill(claim_url: &str) -> String {
     .spawn()
     .expect("worker process starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let id = loop {
+    let mut claimed = None;
+    loop {
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
             .await
             .expect("worker claims in time")
             .expect("read")
-            .expect("worker printed its job");
-        if let Some(id) = line.strip_prefix("CLAIMED ") {
-            break id.to_owned();
+            .expect("worker printed its claim");
+        if let Some(rest) = line.strip_prefix("ANSWER ") {
+            let (status, answer) = rest.split_once(' ').expect("status and answer");
+            claimed = Some(KilledClaim {
+                status: status.parse().expect("status"),
+                answer: serde_json::from_str(answer).expect("JSON answer"),
+                job: None,
+            });
+        } else if line.starts_with("CLAIMED ") || line == "NOTHING" {
+            break;
         }
-    };
-    child.start_kill().expect("SIGKILL");
+    }
+    let mut claimed = claimed.expect("worker printed its answer");
+    claimed.job = claimed.answer["jobs"].get(0).cloned();
+    if claimed.job.is_some() {
+        child.start_kill().expect("SIGKILL");
+    } else {
+        // It exits by itself; kill it in case it has not yet.
+        let _ = child.start_kill();
+    }
     child.wait().await.expect("reaped");
-    id
+    claimed
+}
+
+/// Starts a worker process, waits until it holds a job, kills it with
+/// SIGKILL and returns the id of the job it held.
+async fn claim_in_process_and_kill(claim_url: &str) -> String {
+    let claimed = claim_in_process_and_kill_answer(claim_url, 400).await;
+    let Some(job) = &claimed.job else {
+        panic!("the worker claimed nothing: {claimed:?}");
+    };
+    job["id"].as_str().expect("id").to_owned()
 }
 
 /// 3. A worker process killed with SIGKILL while holding a job: the job is

@@ -39,7 +39,7 @@ impl RedisServer {
 
     /// Runs `redis-server` on `port` with its data in `dir`, inside a shell
     /// that kills it (and waits for it to be gone) when our stdin closes.
-    fn spawn(port: u16, dir: &std::path::Path, persistence: &str) -> Self {
+    pub(crate) fn spawn(port: u16, dir: &std::path::Path, persistence: &str) -> Self {
         let script = format!(
             "redis-server --port {port} --bind 127.0.0.1 --save '' {persistence} \
              --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \

@@ -5,10 +5,12 @@ mod helpers;
 
 mod cluster;
 mod endpoints;
+mod faults;
 mod fuzz;
 mod guide;
 mod leases;
 mod ops;
 mod proxy;
 mod score;
+mod soak;
 mod spec;

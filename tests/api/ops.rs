@@ -22,10 +22,10 @@ use crate::helpers::{
 
 /// The built `prioq` binary running as a child process; killed on drop.
 #[derive(Debug)]
-struct Service {
+pub(crate) struct Service {
     child: Child,
-    port: u16,
-    base: String,
+    pub(crate) port: u16,
+    pub(crate) base: String,
     prefix: String,
     log: PathBuf,
     _dir: TempDir,
@@ -35,16 +35,25 @@ impl Service {
     /// Starts the binary against `redis_url` and waits until `/healthz`
     /// answers.
     async fn start(redis_url: &str) -> Self {
+        Self::start_with(redis_url, &unique_prefix(), &[]).await
+    }
+
+    /// Starts the binary against `redis_url` with key prefix `prefix` (two
+    /// services with the same one share their queues) and the extra
+    /// environment `env` (`PRIOQ_*` settings), and waits until `/healthz`
+    /// answers.
+    pub(crate) async fn start_with(redis_url: &str, prefix: &str, env: &[(&str, &str)]) -> Self {
         let dir = TempDir::new("service");
         let log = dir.path.join("prioq.log");
         let port = free_port();
-        let prefix = unique_prefix();
+        let prefix = prefix.to_owned();
         let output = File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_prioq"))
             .env("PRIOQ_LISTEN", format!("127.0.0.1:{port}"))
             .env("PRIOQ_REDIS_URL", redis_url)
             .env("PRIOQ_KEY_PREFIX", &prefix)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(output.try_clone().expect("log file"))
             .stderr(output)
@@ -62,15 +71,15 @@ impl Service {
         service
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -110,7 +119,7 @@ impl Service {
         }
     }
 
-    fn still_running(&mut self) -> bool {
+    pub(crate) fn still_running(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
     }
 
@@ -268,7 +277,7 @@ async fn read_until(stream: &mut TcpStream, end: &[u8]) -> String {
 
 /// `answer`, failing if it takes `bound` or more: a hanging request fails
 /// the test instead of hanging it.
-async fn within<T>(bound: Duration, answer: impl Future<Output = T>) -> T {
+pub(crate) async fn within<T>(bound: Duration, answer: impl Future<Output = T>) -> T {
     tokio::time::timeout(bound, answer)
         .await
         .unwrap_or_else(|_| panic!("no answer within {bound:?}"))

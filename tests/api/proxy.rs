@@ -43,7 +43,7 @@ fn nginx_binary() -> PathBuf {
 /// crash: its wrapper shell holds our stdin pipe and stops it when the pipe
 /// closes.
 #[derive(Debug)]
-struct Nginx {
+pub(crate) struct Nginx {
     base: String,
     dir: TempDir,
     wrapper: Child,
@@ -52,7 +52,7 @@ struct Nginx {
 impl Nginx {
     /// Starts nginx with `upstreams` (their `base` URLs) in one upstream
     /// group, and waits until it proxies.
-    async fn start(upstreams: &[&str]) -> Self {
+    pub(crate) async fn start(upstreams: &[&str]) -> Self {
         let binary = nginx_binary();
         let dir = TempDir::new("nginx");
         let port = free_port();
@@ -144,7 +144,7 @@ http {{
         nginx
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -152,7 +152,7 @@ http {{
         std::fs::read_to_string(self.dir.path.join("access.log")).unwrap_or_default()
     }
 
-    fn error_log(&self) -> String {
+    pub(crate) fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path.join("error.log")).unwrap_or_default()
     }
 
