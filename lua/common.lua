@@ -54,6 +54,7 @@ end
 -- arrival_score cannot fail halfway through. The counter restarts only
 -- when no pending score is left to compare with.
 local function reserve_arrivals(n)
+  if n == 0 then return end
   if tonumber(redis.call('GET', SEQ) or '0') + n < SEQ_SPAN then return end
   if redis.call('ZCARD', PENDING) > 0 then fail('SEQUENCE_EXHAUSTED') end
   redis.call('SET', SEQ, 0)

@@ -1,11 +1,17 @@
 //! The Redis prioq talks to: one server, or a Redis Cluster reached through
-//! its seed nodes. Either way a connection is multiplexed, and every queue
-//! script lands on the one node owning its queue's hash slot.
+//! its seed nodes. Connections are multiplexed and shared: every call takes
+//! the next one round-robin, with no check-out round trip, and each one
+//! reconnects by itself after Redis comes back.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_redis::redis::aio::ConnectionLike;
-use deadpool_redis::redis::{Cmd, Pipeline, RedisFuture, Value};
-use deadpool_redis::{PoolConfig, Runtime, Timeouts, cluster};
+use deadpool_redis::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use deadpool_redis::redis::cluster::ClusterClient;
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{self, Cmd, Pipeline, RedisFuture, Value};
+use tokio::sync::OnceCell;
 
 /// How to reach Redis and how many connections to keep.
 #[derive(Debug, Clone)]
@@ -14,65 +20,87 @@ pub struct RedisSettings {
     pub urls: Vec<String>,
     pub cluster: bool,
     pub pool_size: usize,
-    pub timeout: std::time::Duration,
+    /// Bound on connecting and on each reply.
+    pub timeout: Duration,
 }
 
-/// A pool of connections to one Redis or to a cluster.
-#[derive(Clone)]
+/// Shared connections to one Redis or to a cluster.
 pub enum RedisPool {
-    Standalone(deadpool_redis::Pool),
-    Cluster(cluster::Pool),
+    Standalone {
+        connections: Vec<ConnectionManager>,
+        next: AtomicUsize,
+    },
+    Cluster {
+        client: ClusterClient,
+        /// Made on first use, so prioq may start before the cluster answers.
+        connection: OnceCell<ClusterConnection>,
+    },
 }
 
 impl std::fmt::Debug for RedisPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Self::Standalone(_) => "RedisPool::Standalone",
-            Self::Cluster(_) => "RedisPool::Cluster",
+            Self::Standalone { .. } => "RedisPool::Standalone",
+            Self::Cluster { .. } => "RedisPool::Cluster",
         })
     }
 }
 
 impl RedisPool {
-    /// Builds the pool; no connection is made until one is needed.
+    /// Sets the connections up; none is made until it is needed.
     pub fn new(settings: &RedisSettings) -> anyhow::Result<Self> {
-        let mut pool = PoolConfig::new(settings.pool_size);
-        pool.timeouts = Timeouts {
-            wait: Some(settings.timeout),
-            create: Some(settings.timeout),
-            recycle: Some(settings.timeout),
-        };
         if settings.cluster {
-            let mut config = cluster::Config::from_urls(settings.urls.clone());
-            config.pool = Some(pool);
-            let pool = config
-                .create_pool(Some(Runtime::Tokio1))
+            let client = ClusterClient::builder(settings.urls.clone())
+                .connection_timeout(settings.timeout)
+                .response_timeout(settings.timeout)
+                .build()
                 .context("invalid Redis Cluster settings")?;
-            return Ok(Self::Cluster(pool));
+            return Ok(Self::Cluster {
+                client,
+                connection: OnceCell::new(),
+            });
         }
         let [url] = settings.urls.as_slice() else {
             anyhow::bail!("several Redis URLs need cluster mode (--redis-cluster)");
         };
-        let mut config = deadpool_redis::Config::from_url(url);
-        config.pool = Some(pool);
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1))
+        let client = redis::Client::open(url.as_str()).context("invalid Redis URL")?;
+        // One quick retry: while Redis is away, calls fail fast with 503
+        // instead of waiting out a long back-off.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.timeout))
+            .set_response_timeout(Some(settings.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let connections = (0..settings.pool_size.max(1))
+            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
+            .collect::<Result<_, _>>()
             .context("invalid Redis settings")?;
-        Ok(Self::Standalone(pool))
+        Ok(Self::Standalone {
+            connections,
+            next: AtomicUsize::new(0),
+        })
     }
 
     pub(crate) async fn get(&self) -> anyhow::Result<RedisConnection> {
         Ok(match self {
-            Self::Standalone(pool) => RedisConnection::Standalone(pool.get().await?),
-            Self::Cluster(pool) => RedisConnection::Cluster(pool.get().await?),
+            Self::Standalone { connections, next } => {
+                let n = next.fetch_add(1, Ordering::Relaxed) % connections.len();
+                RedisConnection::Standalone(connections[n].clone())
+            }
+            Self::Cluster { client, connection } => {
+                let connection = connection
+                    .get_or_try_init(|| client.get_async_connection())
+                    .await?;
+                RedisConnection::Cluster(connection.clone())
+            }
         })
     }
 }
 
-/// A pooled connection of either kind.
+/// A handle on a shared connection of either kind.
 pub(crate) enum RedisConnection {
-    Standalone(deadpool_redis::Connection),
-    Cluster(cluster::Connection),
+    Standalone(ConnectionManager),
+    Cluster(ClusterConnection),
 }
 
 impl ConnectionLike for RedisConnection {

@@ -59,6 +59,8 @@ impl From<redis::RedisError> for QueueError {
             Some("LEASE_LOST") => Self::LeaseLost,
             Some("CONFLICT") => Self::Conflict,
             Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
+            // Nothing was sent on a connection that could not be made.
+            _ if error.is_connection_refusal() => Self::Unavailable(error.into()),
             _ => Self::Unknown(error.into()),
         }
     }
