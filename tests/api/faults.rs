@@ -2461,8 +2461,9 @@ async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
     }
     let pid = service.pid();
     let (fds_before, rss_before) = (open_fds(pid), rss_kib(pid));
-    // After a crowd: the pool may have opened more Redis connections (up
-    // to PRIOQ_REDIS_POOL_SIZE, 8) to serve it; nothing else remains.
+    // After a crowd: the service may have opened more of its Redis
+    // connections (PRIOQ_REDIS_POOL_SIZE, 8) to serve it; nothing else
+    // remains.
     let settle = async || {
         until(
             Duration::from_secs(10),
