@@ -93,6 +93,18 @@ ensure_python_venv() {
   python3 -m venv "$venv" || die "python3 cannot make a virtual environment at $venv"
 }
 
+# Makes sure Node.js $1 or later and npm can be run, installing Debian's
+# nodejs and npm when they are missing; stops when the node found (or
+# installed) is older.
+ensure_node() {
+  local wanted="$1" major
+  ensure_package_tools nodejs node node
+  ensure_package_tools npm node npm
+  major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+  [ "$major" -ge "$wanted" ] ||
+    die "needs Node.js $wanted or later, found $(node --version 2>/dev/null || echo none); install a newer one (https://nodejs.org) and run this again"
+}
+
 # True when a Redis at host $1, port $2 answers PING. Uses bash's /dev/tcp,
 # so it needs neither redis-cli nor nc.
 redis_answers() {

@@ -5,7 +5,8 @@
 //! - [`http`]: the routes of the public contract by resource (`jobs`,
 //!   `claims`, `dlq`, `queues`, `ops`), their JSON types, and `error`: one
 //!   [`http::error::ApiError`] rendered as RFC 9457 problems, plus the
-//!   extractors whose rejections take that shape.
+//!   extractors whose rejections take that shape; `ui`: the dashboard at
+//!   `/ui`, static files from `ui/` that call the `/v1` API from the browser.
 //! - [`queue`]: the queue's semantics over Redis, one function per
 //!   operation on [`queue::Broker`]; `keys` names every key, `scripts` loads
 //!   `lua/`, one script per state transition; `wake` carries long-poll

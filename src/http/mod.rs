@@ -11,6 +11,7 @@ mod openapi;
 mod ops;
 mod params;
 mod queues;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .merge(ops::router())
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
+        .merge(ui::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""A prioq worker in Python, standard library only.
+
+It claims one job at a time with a long poll, extends the job's lease
+every third of the lease while the job runs (a heartbeat), acks the job
+when its task returns and nacks it with the error when the task raises.
+On SIGTERM or Ctrl-C it stops polling, finishes the job in hand (and acks
+or nacks it), and exits 0.
+
+    PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails python3 examples/worker.py
+
+Environment:
+    PRIOQ_URL       prioq's address (required)
+    PRIOQ_QUEUE     the queue to work on (required)
+    PRIOQ_TOKEN     an API token, when prioq runs with PRIOQ_API_TOKENS
+    PRIOQ_LEASE_MS  the lease of each job, default 30000
+    PRIOQ_WORKER    the name shown as the job's worker, default host-pid
+
+Put your own tasks in TASKS: a task takes the job's args and returns, or
+raises to fail the job.
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+def echo(args):
+    print(f"  echo {json.dumps(args)}", flush=True)
+
+
+def sleep(args):
+    time.sleep(args.get("ms", 1000) / 1000)
+
+
+def fail(args):
+    raise RuntimeError(args.get("message", "task 'fail' always fails"))
+
+
+TASKS = {"echo": echo, "sleep": sleep, "fail": fail}
+
+WAIT_MS = 10_000  # long poll: prioq answers as soon as a job is claimable
+TRIES = 5  # for an ack or a nack while prioq or Redis is unavailable
+
+
+class Unavailable(Exception):
+    """prioq or its Redis cannot be reached now (network, 502, 503, 504): retry later."""
+
+
+class Unauthorized(Exception):
+    """401: no token, or a wrong one. Retrying will not help."""
+
+
+class Gone(Exception):
+    """404 not_found or 409 lease_lost: the job is no longer this worker's."""
+
+
+class Refused(Exception):
+    """Any other 4xx: a bug in this worker or a wrong setting; retrying will not help."""
+
+
+class Shutdown(BaseException):
+    """Raised by the signal handler to cut a long poll or a back-off short."""
+
+
+class Client:
+    """POSTs JSON to one queue's routes and maps every answer to a result or an exception."""
+
+    def __init__(self, url, queue, token):
+        self.base = f"{url.rstrip('/')}/v1/queues/{urllib.parse.quote(queue, safe='')}"
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    def post(self, path, body, timeout):
+        request = urllib.request.Request(
+            self.base + path, data=json.dumps(body).encode(), headers=self.headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                data = response.read()
+                return json.loads(data) if data else None
+        except urllib.error.HTTPError as error:
+            status, problem = error.code, read_problem(error)
+            what = f"{status} {problem.get('code', error.reason)}: {problem.get('detail', '')}"
+            if status == 401:
+                raise Unauthorized(what) from None
+            if status in (404, 409):
+                raise Gone(problem.get("code", str(status))) from None
+            if status >= 500:
+                raise Unavailable(what) from None
+            raise Refused(what) from None
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            raise Unavailable(str(getattr(error, "reason", error))) from None
+
+
+def read_problem(error):
+    try:
+        problem = json.loads(error.read())
+        return problem if isinstance(problem, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def backoff(failures):
+    """Seconds to wait after `failures` failures in a row: 0.5, 1, 2 ... 30, with jitter."""
+    return min(0.5 * 2 ** (failures - 1), 30.0) * random.uniform(0.5, 1.0)
+
+
+def retry_delay_ms(attempts):
+    """How long a failed job waits before it is claimable again: 1 s, 2 s, 4 s ... 1 min."""
+    return min(1000 * 2**attempts, 60_000)
+
+
+def log(message):
+    print(message, flush=True)
+
+
+class Worker:
+    def __init__(self, client, queue, name, lease_ms):
+        self.client = client
+        self.queue = queue
+        self.name = name
+        self.lease_ms = lease_ms
+        self.stopping = threading.Event()
+        # True while the worker only waits (long poll, back-off): then a
+        # signal interrupts the wait. While a job runs, it only sets
+        # `stopping`, and the job is finished first.
+        self.idle = False
+
+    def on_signal(self, signum, frame):
+        # No printing here: the signal may have interrupted a print.
+        self.stopping.set()
+        if self.idle:
+            raise Shutdown
+
+    def run(self):
+        log(f"worker {self.name} polling {self.queue}")
+        claim = {"worker": self.name, "lease_ms": self.lease_ms, "max_jobs": 1, "wait_ms": WAIT_MS}
+        failures = 0
+        try:
+            while not self.stopping.is_set():
+                self.idle = True
+                try:
+                    # A job claimed in the instant a signal cuts this short
+                    # goes back to the queue when its lease runs out.
+                    answer = self.client.post("/claim", claim, timeout=WAIT_MS / 1000 + 10)
+                except Unavailable as error:
+                    failures += 1
+                    pause = backoff(failures)
+                    log(f"backing off {pause:.1f} s: {error}")
+                    time.sleep(pause)
+                    continue
+                finally:
+                    self.idle = False
+                failures = 0
+                for job in answer["jobs"]:
+                    self.handle(job)
+        except Shutdown:
+            pass
+        log("stopped")
+
+    def handle(self, job):
+        job_id, token = job["id"], job["lease_token"]
+        path = f"/jobs/{urllib.parse.quote(job_id, safe='')}"
+        log(f"claimed {job_id} ({job['task']})")
+        lost = threading.Event()
+        done = threading.Event()
+        beat = threading.Thread(target=self.heartbeat, args=(path, job_id, token, lost, done), daemon=True)
+        beat.start()
+        try:
+            task = TASKS.get(job["task"])
+            if task is None:
+                raise LookupError(f"no task named {job['task']!r} in this worker")
+            task(job["args"])
+            error = None
+        except Exception as failure:  # the task's failure, whatever it is, fails the job
+            error = f"{type(failure).__name__}: {failure}"
+        finally:
+            done.set()
+            beat.join()
+        if lost.is_set():
+            log(f"dropped {job_id}: lease lost")
+        elif error is None:
+            self.finish(path, job_id, "ack", {"lease_token": token}, f"acked {job_id}")
+        else:
+            body = {"lease_token": token, "error": error[:2000], "delay_ms": retry_delay_ms(job["attempts"])}
+            self.finish(path, job_id, "nack", body, f"nacked {job_id}: {error}")
+
+    def heartbeat(self, path, job_id, token, lost, done):
+        """Extends the lease every third of it until the job is done or the lease is lost."""
+        interval = self.lease_ms / 3000
+        while not done.wait(interval):
+            try:
+                self.client.post(f"{path}/extend", {"lease_token": token, "lease_ms": self.lease_ms}, timeout=interval)
+            except Gone as error:
+                log(f"lease lost on {job_id} ({error}): another worker may have it")
+                lost.set()
+                return
+            except (Unavailable, Unauthorized, Refused) as error:
+                # The lease still runs; the next beat tries again.
+                log(f"heartbeat for {job_id} failed, retrying: {error}")
+
+    def finish(self, path, job_id, verb, body, message):
+        """Acks or nacks, retrying while prioq is unavailable; the same token is safe to resend."""
+        for attempt in range(1, TRIES + 1):
+            try:
+                self.client.post(f"{path}/{verb}", body, timeout=10)
+                log(message)
+                return
+            except Gone as error:
+                if verb == "ack" and attempt > 1 and str(error) == "not_found":
+                    log(message)  # an earlier try went through: the job is done
+                else:
+                    log(f"dropped {job_id}: {error} (the lease ended before the {verb})")
+                return
+            except Unavailable as error:
+                log(f"{verb} of {job_id} failed, retrying: {error}")
+                time.sleep(backoff(attempt))
+        log(f"gave up on the {verb} of {job_id}: the job runs again once its lease runs out")
+
+
+def main():
+    url, queue = os.environ.get("PRIOQ_URL"), os.environ.get("PRIOQ_QUEUE")
+    if not url or not queue:
+        sys.exit("worker: set PRIOQ_URL (e.g. http://127.0.0.1:8080) and PRIOQ_QUEUE")
+    lease_ms = int(os.environ.get("PRIOQ_LEASE_MS", "30000"))
+    name = os.environ.get("PRIOQ_WORKER") or f"{socket.gethostname()}-{os.getpid()}"
+    worker = Worker(Client(url, queue, os.environ.get("PRIOQ_TOKEN")), queue, name, lease_ms)
+    signal.signal(signal.SIGTERM, worker.on_signal)
+    signal.signal(signal.SIGINT, worker.on_signal)
+    try:
+        worker.run()
+    except Unauthorized as error:
+        sys.exit(f"worker: prioq refused the token ({error}); set PRIOQ_TOKEN to a valid API token")
+    except Refused as error:
+        sys.exit(f"worker: prioq refused a request ({error}); check PRIOQ_QUEUE and PRIOQ_LEASE_MS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# A prioq worker in bash, with curl and jq.
+#
+# It claims one job at a time with a long poll, extends the job's lease
+# every third of the lease while the job runs (a heartbeat, in the
+# background), acks the job when its task succeeds and nacks it with the
+# task's last line of stderr when the task fails. On SIGTERM or Ctrl-C it
+# stops polling, finishes the job in hand (and acks or nacks it), and exits 0.
+#
+#   PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails examples/worker.sh
+#
+# Environment:
+#   PRIOQ_URL       prioq's address (required)
+#   PRIOQ_QUEUE     the queue to work on (required)
+#   PRIOQ_TOKEN     an API token, when prioq runs with PRIOQ_API_TOKENS
+#   PRIOQ_LEASE_MS  the lease of each job, default 30000
+#   PRIOQ_WORKER    the name shown as the job's worker, default host-pid
+#
+# Put your own tasks in run_task: it gets the task's name and its args as
+# JSON, and fails the job by exiting non-zero.
+set -uo pipefail
+
+run_task() {
+  local task="$1" args="$2"
+  case "$task" in
+    echo) echo "  echo $args" ;;
+    sleep) sleep "$(jq -r '(.ms // 1000) / 1000' <<<"$args")" ;;
+    fail)
+      jq -r ".message // \"task 'fail' always fails\"" <<<"$args" >&2
+      return 1
+      ;;
+    *)
+      echo "no task named $task in this worker" >&2
+      return 1
+      ;;
+  esac
+}
+
+wait_ms=10000 # long poll: prioq answers as soon as a job is claimable
+tries=5       # for an ack or a nack while prioq or Redis is unavailable
+
+for tool in curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "worker: needs $tool" >&2
+    exit 2
+  }
+done
+if [ -z "${PRIOQ_URL:-}" ] || [ -z "${PRIOQ_QUEUE:-}" ]; then
+  echo "worker: set PRIOQ_URL (e.g. http://127.0.0.1:8080) and PRIOQ_QUEUE" >&2
+  exit 2
+fi
+lease_ms="${PRIOQ_LEASE_MS:-30000}"
+worker="${PRIOQ_WORKER:-${HOSTNAME:-worker}-$$}"
+uri() { jq -rn --arg value "$1" '$value | @uri'; }
+base="${PRIOQ_URL%/}/v1/queues/$(uri "$PRIOQ_QUEUE")"
+beat_seconds="$(awk -v ms="$lease_ms" 'BEGIN { printf "%.3f", ms / 3000 }')"
+headers=(-H 'Content-Type: application/json' -H 'Accept: application/json')
+[ -z "${PRIOQ_TOKEN:-}" ] || headers+=(-H "Authorization: Bearer $PRIOQ_TOKEN")
+
+# Removed by the worker when it exits; not by an EXIT trap, which a
+# background subshell killed at the wrong moment may run too.
+work="$(mktemp -d "${TMPDIR:-/tmp}/prioq-worker.XXXXXX")"
+
+# SIGTERM and SIGINT set `stopping`. While the worker only waits (long
+# poll, back-off: `idle`), they also end the wait: bash runs a trap at
+# once during `wait`, so every wait runs in the background.
+stopping=0
+idle=0
+waiting_on=""
+on_signal() {
+  stopping=1
+  if [ "$idle" = 1 ] && [ -n "$waiting_on" ]; then
+    kill "$waiting_on" 2>/dev/null
+  fi
+}
+trap on_signal TERM INT
+
+# Waits for process $1 to end, through any trap that interrupts the wait;
+# returns its exit status.
+reap() {
+  local status
+  while :; do
+    wait "$1"
+    status=$?
+    if [ "$status" -gt 128 ] && kill -0 "$1" 2>/dev/null; then
+      continue
+    fi
+    return "$status"
+  done
+}
+
+# post PATH BODY SECONDS: POSTs JSON, for at most SECONDS. Sets `status`
+# (000 when prioq did not answer) and `answer`.
+post() {
+  local out="$work/answer.$BASHPID"
+  curl -sS --max-time "$3" -o "$out" -w '%{http_code}' -X POST "${headers[@]}" \
+    --data-binary "$2" "$base$1" >"$out.status" 2>"$out.error" &
+  waiting_on=$!
+  reap "$waiting_on"
+  waiting_on=""
+  status="$(cat "$out.status" 2>/dev/null)"
+  [ -n "$status" ] || status=000
+  answer="$(cat "$out" 2>/dev/null)"
+  rm -f "$out" "$out.status" "$out.error"
+}
+
+# Why the last request failed, in one line.
+reason() {
+  local code detail
+  code="$(jq -r '.code // empty' <<<"$answer" 2>/dev/null)"
+  detail="$(jq -r '.detail // empty' <<<"$answer" 2>/dev/null)"
+  if [ "$status" = 000 ]; then
+    echo "no answer from $PRIOQ_URL"
+  else
+    echo "$status ${code:-error}: $detail"
+  fi
+}
+
+# Seconds to wait after $1 failures in a row: 0.5, 1, 2 ... 30, with jitter.
+backoff() {
+  awk -v n="$1" -v seed="$RANDOM" 'BEGIN {
+    srand(seed); s = 0.5 * 2 ^ (n - 1); if (s > 30) s = 30
+    printf "%.1f", s * (0.5 + rand() / 2) }'
+}
+
+# Sleeps $1 seconds, or less when a signal comes.
+idle_sleep() {
+  sleep "$1" &
+  waiting_on=$!
+  reap "$waiting_on"
+  waiting_on=""
+}
+
+fatal() {
+  echo "worker: $*" >&2
+  rm -rf "$work"
+  exit 1
+}
+
+# Extends the lease of job $1 (lease token $2) every third of the lease,
+# until killed or the lease is lost. Runs in the background; stops by
+# itself if the worker dies.
+heartbeat() {
+  local id="$1" body nap=""
+  trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; exit 0' TERM
+  body="$(jq -nc --arg token "$2" --argjson lease "$lease_ms" '{lease_token: $token, lease_ms: $lease}')"
+  while kill -0 "$$" 2>/dev/null; do
+    sleep "$beat_seconds" &
+    nap=$!
+    wait "$nap"
+    post "/jobs/$(uri "$id")/extend" "$body" "$beat_seconds"
+    case "$status" in
+      200) ;;
+      404 | 409)
+        echo "lease lost on $id ($(reason)): another worker may have it"
+        : >"$work/lost"
+        exit 0
+        ;;
+      *) echo "heartbeat for $id failed, retrying: $(reason)" ;;
+    esac
+  done
+}
+
+# finish VERB ID BODY MESSAGE: acks or nacks, retrying while prioq is
+# unavailable; the same token is safe to resend.
+finish() {
+  local verb="$1" id="$2" body="$3" message="$4" try
+  for try in $(seq "$tries"); do
+    post "/jobs/$(uri "$id")/$verb" "$body" 10
+    case "$status" in
+      200 | 204)
+        echo "$message"
+        return
+        ;;
+      404 | 409)
+        if [ "$verb" = ack ] && [ "$try" -gt 1 ] && [ "$status" = 404 ]; then
+          echo "$message" # an earlier try went through: the job is done
+        else
+          echo "dropped $id: $(reason) (the lease ended before the $verb)"
+        fi
+        return
+        ;;
+      401) fatal "prioq refused the token ($(reason)); set PRIOQ_TOKEN to a valid API token" ;;
+      000 | 5??)
+        echo "$verb of $id failed, retrying: $(reason)"
+        sleep "$(backoff "$try")"
+        ;;
+      *) fatal "prioq refused the $verb of $id ($(reason))" ;;
+    esac
+  done
+  echo "gave up on the $verb of $id: the job runs again once its lease runs out"
+}
+
+handle() {
+  local job="$1" id task args token attempts beat result=0 error body
+  id="$(jq -r .id <<<"$job")"
+  task="$(jq -r .task <<<"$job")"
+  args="$(jq -c .args <<<"$job")"
+  token="$(jq -r .lease_token <<<"$job")"
+  attempts="$(jq -r .attempts <<<"$job")"
+  echo "claimed $id ($task)"
+  rm -f "$work/lost"
+  heartbeat "$id" "$token" &
+  beat=$!
+  run_task "$task" "$args" 2>"$work/task-error" || result=$?
+  kill "$beat" 2>/dev/null
+  reap "$beat"
+  if [ -e "$work/lost" ]; then
+    echo "dropped $id: lease lost"
+  elif [ "$result" = 0 ]; then
+    finish ack "$id" "$(jq -nc --arg token "$token" '{lease_token: $token}')" "acked $id"
+  else
+    error="$(tail -n 1 "$work/task-error" | cut -c 1-2000)"
+    [ -n "$error" ] || error="task $task exited with status $result"
+    body="$(jq -nc --arg token "$token" --arg error "$error" \
+      --argjson delay "$((attempts < 6 ? (1 << attempts) * 1000 : 60000))" \
+      '{lease_token: $token, error: $error, delay_ms: $delay}')"
+    finish nack "$id" "$body" "nacked $id: $error"
+  fi
+}
+
+echo "worker $worker polling $PRIOQ_QUEUE"
+claim="$(jq -nc --arg worker "$worker" --argjson lease "$lease_ms" --argjson wait "$wait_ms" \
+  '{worker: $worker, lease_ms: $lease, max_jobs: 1, wait_ms: $wait}')"
+failures=0
+while [ "$stopping" = 0 ]; do
+  idle=1
+  # A job claimed in the instant a signal cuts this short goes back to the
+  # queue when its lease runs out.
+  post /claim "$claim" $((wait_ms / 1000 + 10))
+  idle=0
+  case "$status" in
+    200)
+      failures=0
+      job="$(jq -c '.jobs[0] // empty' <<<"$answer")"
+      [ -z "$job" ] || handle "$job"
+      ;;
+    401) fatal "prioq refused the token ($(reason)); set PRIOQ_TOKEN to a valid API token" ;;
+    000 | 5??)
+      [ "$stopping" = 0 ] || break
+      failures=$((failures + 1))
+      pause="$(backoff "$failures")"
+      echo "backing off $pause s: $(reason)"
+      idle=1
+      idle_sleep "$pause"
+      idle=0
+      ;;
+    *) fatal "prioq refused the claim ($(reason)); check PRIOQ_QUEUE and PRIOQ_LEASE_MS" ;;
+  esac
+done
+rm -rf "$work"
+echo "stopped"

@@ -1,0 +1,295 @@
+// The dashboard at /ui in headless Chromium, against live prioq instances
+// and real Redis servers, with state seeded through the API.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  expectText, killAll, launchBrowser, openPage, screenshot, startPrioq, startRedis,
+} from './support.mjs';
+
+const PHONE = { width: 390, height: 844 };
+// Samples every second instead of every 3 s, so trends fill quickly.
+const UI = '/ui?refresh=1000';
+
+let redis;
+let prioq;
+let browser;
+let processing;
+
+before(async () => {
+  redis = await startRedis();
+  prioq = await startPrioq(redis);
+  browser = await launchBrowser();
+  const { api } = prioq;
+  // emails: 2 dead, 1 processing, 6 pending over priorities 0, 5, 9, 1 scheduled.
+  await api.kill('emails', 'bounce-1', 'SMTP 550: mailbox unavailable');
+  await api.kill('emails', 'bounce-2', 'template "welcome" not found');
+  await api.enqueue('emails', { id: 'welcome-1', task: 'send_email', args: { to: 'a@example.com' }, priority: 0 });
+  [processing] = await api.claim('emails', 'mailer-7', { lease_ms: 600000 });
+  assert.equal(processing.id, 'welcome-1');
+  for (const [id, priority] of [['pw-1', 0], ['pw-2', 0], ['inv-1', 5], ['dig-1', 9], ['dig-2', 9], ['dig-3', 9]]) {
+    await api.enqueue('emails', { id, task: 'send_email', priority });
+  }
+  await api.enqueue('emails', { id: 'later-1', task: 'send_email', delay_ms: 3600000 });
+  // reports: 3 pending bulk jobs.
+  for (const id of ['r-1', 'r-2', 'r-3']) await api.enqueue('reports', { id, task: 'render', priority: 9 });
+  // archive: 25 dead jobs, more than one page of the DLQ.
+  for (let i = 1; i <= 25; i += 1) {
+    await api.kill('archive', `old-${String(i).padStart(2, '0')}`, `disk full (${i})`);
+  }
+});
+
+after(async () => {
+  await browser?.close();
+  await prioq?.stop();
+  await redis?.stop();
+  await killAll();
+});
+
+/** The element of one count of a queue's card in the overview. */
+const count = (page, queue, field) => page.locator(`[data-queue="${queue}"] [data-count="${field}"]`);
+
+describe('the ui routes', () => {
+  test('serve the page and its files with their content types and a self-only policy', async () => {
+    for (const [route, type] of [
+      ['/ui', 'text/html; charset=utf-8'],
+      ['/ui/', 'text/html; charset=utf-8'],
+      ['/ui/app.js', 'text/javascript; charset=utf-8'],
+      ['/ui/style.css', 'text/css; charset=utf-8'],
+      ['/ui/favicon.svg', 'image/svg+xml'],
+    ]) {
+      const answer = await prioq.api.request('GET', route);
+      assert.equal(answer.status, 200, route);
+      assert.equal(answer.headers.get('content-type'), type, route);
+      const policy = answer.headers.get('content-security-policy');
+      assert.match(policy, /default-src 'none'/, route);
+      assert.match(policy, /script-src 'self'/, route);
+      assert.match(policy, /connect-src 'self'/, route);
+      assert.doesNotMatch(policy, /unsafe|\*|https?:/, route);
+      assert.equal(answer.headers.get('x-content-type-options'), 'nosniff', route);
+    }
+    const missing = await prioq.api.request('GET', '/ui/nope.js');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.headers.get('content-type'), 'application/problem+json');
+  });
+
+  test('are not in the OpenAPI document', async () => {
+    const document = await prioq.api.expect(200, 'GET', '/openapi.json');
+    assert.deepEqual(Object.keys(document.paths).filter((route) => route.startsWith('/ui')), []);
+  });
+});
+
+describe('the overview', () => {
+  test('shows every queue with its counts, classes and trends, refreshed by itself', async () => {
+    const page = await openPage(browser);
+    await page.goto(prioq.base + UI);
+    await expectText(count(page, 'emails', 'pending'), '6');
+    await expectText(count(page, 'emails', 'scheduled'), '1');
+    await expectText(count(page, 'emails', 'processing'), '1');
+    await expectText(count(page, 'emails', 'expired_leases'), '0');
+    await expectText(count(page, 'emails', 'dead'), '2');
+    await expectText(count(page, 'reports', 'pending'), '3');
+    await expectText(count(page, 'archive', 'dead'), '25');
+    const emails = page.locator('[data-queue="emails"]');
+    for (const [priority, depth] of [[0, '2'], [5, '1'], [9, '3']]) {
+      await expectText(emails.locator(`tr[data-priority="${priority}"] [data-field="depth"]`), depth);
+    }
+    await expectText(emails.locator('tr[data-priority="9"] [data-field="oldest"]'), /\d+ (ms|s)/);
+
+    // More work arrives: the page picks it up without a reload, and the
+    // trend of priority 9 of reports climbs.
+    for (const id of ['r-4', 'r-5', 'r-6']) await prioq.api.enqueue('reports', { id, task: 'render', priority: 9 });
+    await expectText(count(page, 'reports', 'pending'), '6');
+    const trend = page.locator('[data-queue="reports"] tr[data-priority="9"] svg.spark.depth');
+    await trend.locator('polyline').waitFor({ state: 'attached' });
+    await page.locator('[data-queue="reports"] tr[data-priority="9"] svg.spark.depth[data-samples="5"]').waitFor({ state: 'attached' });
+    assert.match(await trend.getAttribute('aria-label'), /Depth of priority 9 over the last .*: 3 to 6, now 6/);
+    await expectText(page.locator('#live'), /^Live/);
+
+    await screenshot(page, 'overview');
+    await page.setViewportSize(PHONE);
+    await screenshot(page, 'overview-phone');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+});
+
+describe('a queue', () => {
+  test('shows its classes and dead letters; a dead job is requeued and another deleted by clicking', async () => {
+    const page = await openPage(browser);
+    await page.goto(prioq.base + UI);
+    await page.locator('[data-queue="emails"] h2 a').click();
+    await expectText(page.locator('#queue-title'), 'emails');
+    assert.match(page.url(), /#\/queues\/emails$/);
+    for (const [priority, depth] of [[0, '2'], [5, '1'], [9, '3']]) {
+      await expectText(page.locator(`#classes tr[data-priority="${priority}"] [data-field="depth"]`), depth);
+    }
+    await expectText(page.locator('#dlq-total'), '(2)');
+    const bounce1 = page.locator('#dlq tr[data-job="bounce-1"]');
+    await expectText(bounce1.locator('[data-label="Last error"]'), 'SMTP 550: mailbox unavailable');
+    await expectText(bounce1.locator('[data-label="Attempts"]'), '1 / 1');
+    await expectText(bounce1.locator('[data-label="Died"]'), /ago$/);
+    // Most recently dead first.
+    assert.deepEqual(
+      await page.locator('#dlq tbody tr').evaluateAll((rows) => rows.map((row) => row.dataset.job)),
+      ['bounce-2', 'bounce-1'],
+    );
+    await page.locator('#classes svg.spark polyline').first().waitFor({ state: 'attached' });
+    await screenshot(page, 'queue');
+    await page.setViewportSize(PHONE);
+    await screenshot(page, 'queue-phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
+
+    await page.getByRole('button', { name: 'Requeue bounce-1' }).click();
+    await bounce1.waitFor({ state: 'detached' });
+    await expectText(page.locator('#notice-text'), /^Requeued bounce-1: pending again/);
+    await expectText(page.locator('#dlq-total'), '(1)');
+    const requeued = await prioq.api.job('emails', 'bounce-1');
+    assert.equal(requeued.body.state, 'pending');
+    assert.equal(requeued.body.attempts, 0);
+    assert.equal((await prioq.api.expect(200, 'GET', '/v1/queues/emails/dlq')).total, 1);
+
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.getByRole('button', { name: 'Delete bounce-2' }).click();
+    await page.locator('#no-dead').waitFor();
+    await expectText(page.locator('#notice-text'), 'Deleted bounce-2.');
+    assert.equal((await prioq.api.job('emails', 'bounce-2')).status, 404);
+    await expectText(page.locator('#queue-counts [data-count="dead"]'), '0');
+    await expectText(page.locator('#queue-counts [data-count="pending"]'), '7');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('pages through a long dead-letter queue', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/archive`);
+    await expectText(page.locator('#dlq-total'), '(25)');
+    const rows = page.locator('#dlq tbody tr');
+    await page.locator('#dlq tr[data-job="old-25"]').waitFor();
+    assert.equal(await rows.count(), 20);
+    await page.getByRole('button', { name: 'Older →' }).click();
+    await page.locator('#dlq tr[data-job="old-05"]').waitFor();
+    assert.equal(await rows.count(), 5);
+    await expectText(page.locator('#dlq-page'), 'Page 2');
+    assert.equal(await page.getByRole('button', { name: 'Older →' }).isDisabled(), true);
+    await page.getByRole('button', { name: '← Newer' }).click();
+    await page.locator('#dlq tr[data-job="old-25"]').waitFor();
+    assert.equal(await rows.count(), 20);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('finds a processing job by id, with its worker and lease', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/emails`);
+    await page.getByLabel('Job id').fill('welcome-1');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="state"]'), 'processing');
+    await expectText(job.locator('[data-field="worker"]'), 'mailer-7');
+    await expectText(job.locator('[data-field="lease_token"]'), processing.lease_token);
+    await expectText(job.locator('[data-field="lease_expires_at"]'), /^in \d+ min/);
+    assert.equal(await job.locator('[data-field="lease_expires_at"]').getAttribute('title'), processing.lease_expires_at);
+    await expectText(job.locator('[data-field="attempts"]'), '0 of 5');
+    assert.match(page.url(), /#\/queues\/emails\/jobs\/welcome-1$/);
+    await screenshot(page, 'job');
+
+    await page.getByLabel('Job id').fill('no-such-job');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await expectText(page.locator('#lookup-result'), /No job “no-such-job” in emails/);
+    assert.deepEqual(page.problems.filter((problem) => !problem.includes('404')), []);
+    await page.close();
+  });
+});
+
+describe('with API tokens', () => {
+  let secured;
+
+  before(async () => {
+    secured = await startPrioq(redis, { tokens: ['s3cret-token'] });
+    await secured.api.enqueue('secure', { id: 's-1', task: 'audit' });
+  });
+
+  after(async () => {
+    await secured?.stop();
+  });
+
+  test('the page loads without a token, asks for one, refuses a wrong one and works with the right one', async () => {
+    const page = await openPage(browser);
+    const response = await page.goto(secured.base + UI);
+    assert.equal(response.status(), 200);
+    await expectText(page.locator('#alert-title'), 'This prioq needs an API token');
+    await expectText(page.locator('#live'), 'Unauthorized');
+
+    await page.getByLabel('API token').fill('wrong-token');
+    await page.getByRole('button', { name: 'Use' }).click();
+    await expectText(page.locator('#alert-title'), 'The API token was refused');
+    await expectText(page.locator('#alert-detail'), /401 unauthorized/);
+    await screenshot(page, 'token-refused', { fullPage: false });
+
+    await page.getByLabel('API token').fill('s3cret-token');
+    await page.getByRole('button', { name: 'Use' }).click();
+    await expectText(count(page, 'secure', 'pending'), '1');
+    await page.locator('#alert').waitFor({ state: 'hidden' });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('prioq.token')), 's3cret-token');
+    assert.equal(await page.evaluate(() => localStorage.length), 0);
+
+    // Kept for this tab: a reload still works, another tab asks again.
+    await page.reload();
+    await expectText(count(page, 'secure', 'pending'), '1');
+    const other = await openPage(browser);
+    await other.goto(secured.base + UI);
+    await expectText(other.locator('#alert-title'), 'This prioq needs an API token');
+
+    await page.getByRole('button', { name: 'Forget' }).click();
+    await expectText(page.locator('#alert-title'), 'This prioq needs an API token');
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('prioq.token')), null);
+    for (const tab of [page, other]) {
+      assert.deepEqual(tab.problems.filter((problem) => !problem.includes('401')), []);
+      await tab.close();
+    }
+  });
+});
+
+describe('when the backend fails', () => {
+  let lonelyRedis;
+  let lonely;
+
+  before(async () => {
+    lonelyRedis = await startRedis();
+    lonely = await startPrioq(lonelyRedis);
+    await lonely.api.enqueue('jobs', { id: 'j-1', task: 'work' });
+  });
+
+  after(async () => {
+    await lonely?.stop();
+    await lonelyRedis?.stop();
+  });
+
+  test('the page says Redis is unavailable, then that prioq cannot be reached, and recovers', async () => {
+    const page = await openPage(browser);
+    await page.goto(lonely.base + UI);
+    await expectText(count(page, 'jobs', 'pending'), '1');
+
+    await lonelyRedis.stop();
+    await expectText(page.locator('#alert-title'), 'Backend unavailable: prioq cannot reach Redis');
+    await expectText(page.locator('#alert-detail'), /503 backend_unavailable/);
+    await expectText(page.locator('#live'), 'Backend down');
+    await screenshot(page, 'backend-down', { fullPage: false });
+
+    // Redis comes back, empty (it kept nothing on disk): so does the page.
+    lonelyRedis = await startRedis({ port: lonelyRedis.port });
+    await page.locator('#alert').waitFor({ state: 'hidden' });
+    await expectText(page.locator('#live'), /^Live/);
+    await expectText(count(page, 'jobs', 'pending'), '0');
+
+    await lonely.stop();
+    await expectText(page.locator('#alert-title'), 'prioq cannot be reached');
+    await expectText(page.locator('#live'), 'Offline');
+    await screenshot(page, 'offline', { fullPage: false });
+    const unexpected = page.problems.filter((problem) => !/503|ERR_CONNECTION_REFUSED|Failed to fetch/.test(problem));
+    assert.deepEqual(unexpected, []);
+    await page.close();
+  });
+});

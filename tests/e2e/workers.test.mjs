@@ -1,0 +1,155 @@
+// The example workers in examples/ against a live prioq with a token and a
+// real Redis: they work through a queue, keep a long job's lease alive,
+// ack and nack, handle each error answer, and stop cleanly on SIGTERM.
+
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  Proc, freePort, killAll, root, startPrioq, startRedis, withTimeout,
+} from './support.mjs';
+
+const TOKEN = 'worker-token';
+// Short leases and a quick sweeper: a job whose lease is not extended is
+// taken back within a fraction of a second.
+const LEASE_MS = 1200;
+// What "promptly" means for a stop: far below the workers' 10 s long poll.
+const PROMPT_MS = 3000;
+
+const WORKERS = {
+  python: ['python3', [path.join(root, 'examples', 'worker.py')]],
+  node: [process.execPath, [path.join(root, 'examples', 'worker.mjs')]],
+  shell: ['bash', [path.join(root, 'examples', 'worker.sh')]],
+};
+
+let redis;
+let prioq;
+
+before(async () => {
+  redis = await startRedis();
+  prioq = await startPrioq(redis, { tokens: [TOKEN], env: { PRIOQ_SWEEP_INTERVAL_MS: '100' } });
+});
+
+after(async () => {
+  await prioq?.stop();
+  await redis?.stop();
+  await killAll();
+});
+
+let runs = 0;
+
+function startWorker(language, env) {
+  const [command, args] = WORKERS[language];
+  return new Proc(`worker-${language}-${++runs}`, command, args, {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME ?? '/tmp',
+      PRIOQ_URL: prioq.base,
+      PRIOQ_TOKEN: TOKEN,
+      PRIOQ_LEASE_MS: String(LEASE_MS),
+      ...env,
+    },
+  });
+}
+
+/** Sends SIGTERM and insists on exit status 0 within PROMPT_MS. */
+async function stopsCleanly(worker) {
+  const started = Date.now();
+  const { code, signal } = await worker.stop('SIGTERM', PROMPT_MS);
+  assert.equal(signal, null, `${worker.name} was killed by ${signal}\n${worker.tail()}`);
+  assert.equal(code, 0, `${worker.name} exited ${code}\n${worker.tail()}`);
+  assert.equal(worker.lines.at(-1), 'stopped', worker.tail());
+  return Date.now() - started;
+}
+
+for (const language of Object.keys(WORKERS)) {
+  describe(`the ${language} worker`, () => {
+    test('acks what succeeds, nacks what fails, keeps a long job leased, finishes its job on SIGTERM', async () => {
+      const queue = `work-${language}`;
+      const { api } = prioq;
+      await api.enqueue(queue, { id: 'ok-1', task: 'echo', args: { n: 1 }, priority: 0 });
+      // Runs for twice the lease: only heartbeats keep it this worker's.
+      await api.enqueue(queue, { id: 'slow-1', task: 'sleep', args: { ms: 2 * LEASE_MS }, priority: 1 });
+      await api.enqueue(queue, { id: 'fail-1', task: 'fail', max_attempts: 1, priority: 2 });
+      await api.enqueue(queue, { id: 'ok-2', task: 'echo', args: { n: 2 }, priority: 3 });
+
+      const worker = startWorker(language, { PRIOQ_QUEUE: queue, PRIOQ_WORKER: `test-${language}` });
+      await worker.waitForLine(new RegExp(`^worker test-${language} polling ${queue}$`));
+      for (const id of ['ok-1', 'slow-1']) await worker.waitForLine(new RegExp(`^acked ${id}$`));
+      await worker.waitForLine(/^nacked fail-1: .*task 'fail' always fails$/);
+      await worker.waitForLine(/^acked ok-2$/);
+      assert.deepEqual(worker.lines.filter((line) => /lease lost|dropped|failed/.test(line)), []);
+
+      for (const id of ['ok-1', 'slow-1', 'ok-2']) {
+        assert.equal((await api.job(queue, id)).status, 404, `${id} was acked`);
+      }
+      const failed = await api.job(queue, 'fail-1');
+      assert.equal(failed.body.state, 'dead');
+      assert.equal(failed.body.attempts, 1);
+      assert.match(failed.body.last_error, /task 'fail' always fails/);
+      const stats = await api.stats(queue);
+      assert.deepEqual(
+        [stats.pending, stats.scheduled, stats.processing, stats.dead],
+        [0, 0, 0, 1],
+      );
+
+      // SIGTERM in the middle of a job: the job is finished and acked,
+      // and the worker claims nothing more.
+      await api.enqueue(queue, { id: 'slow-2', task: 'sleep', args: { ms: 800 } });
+      await worker.waitForLine(/^claimed slow-2 \(sleep\)$/);
+      await api.enqueue(queue, { id: 'left-1', task: 'echo' });
+      await stopsCleanly(worker);
+      assert.ok(worker.lines.includes('acked slow-2'), worker.tail());
+      assert.equal((await api.job(queue, 'slow-2')).status, 404);
+      const left = await api.job(queue, 'left-1');
+      assert.equal(left.body.state, 'pending', 'a stopping worker claims nothing more');
+    });
+
+    test('stops at once on SIGTERM while it waits for work', async () => {
+      const queue = `idle-${language}`;
+      const worker = startWorker(language, { PRIOQ_QUEUE: queue });
+      await worker.waitForLine(/ polling /);
+      // A job done shows the worker is past its start and back in a long poll.
+      await prioq.api.enqueue(queue, { id: 'ping', task: 'echo' });
+      await worker.waitForLine(/^acked ping$/);
+      const took = await stopsCleanly(worker);
+      assert.ok(took < PROMPT_MS, `took ${took} ms`);
+    });
+
+    test('exits with a message when its token is refused', async () => {
+      const worker = startWorker(language, { PRIOQ_QUEUE: 'refused', PRIOQ_TOKEN: 'wrong-token' });
+      const { code } = await withTimeout(worker.exited, 10000, `${worker.name} did not exit on a 401`);
+      assert.equal(code, 1, worker.tail());
+      assert.ok(worker.lines.some((line) => /refused the token .*401 unauthorized/.test(line)), worker.tail());
+    });
+
+    test('backs off while prioq cannot be reached, and still stops on SIGTERM', async () => {
+      const nowhere = await freePort();
+      const worker = startWorker(language, { PRIOQ_QUEUE: 'q', PRIOQ_URL: `http://127.0.0.1:${nowhere}` });
+      const backOffs = () => worker.lines.filter((line) => /^backing off [\d.]+ s: /.test(line)).length;
+      await worker.waitForLine(() => backOffs() >= 2);
+      await stopsCleanly(worker);
+    });
+
+    test('retries while Redis is down (503) and works once it is back', async () => {
+      const port = await freePort();
+      const stranded = await startPrioq({ url: `redis://127.0.0.1:${port}` }, { tokens: [TOKEN] });
+      const worker = startWorker(language, { PRIOQ_QUEUE: 'later', PRIOQ_URL: stranded.base });
+      try {
+        await worker.waitForLine(/^backing off [\d.]+ s: 503 backend_unavailable/);
+        const late = await startRedis({ port });
+        try {
+          await stranded.api.enqueue('later', { id: 'late-1', task: 'echo' });
+          await worker.waitForLine(/^acked late-1$/, { ms: 20000 });
+          await stopsCleanly(worker);
+        } finally {
+          await late.stop();
+        }
+      } finally {
+        await worker.stop('SIGKILL');
+        await stranded.stop();
+      }
+    });
+  });
+}

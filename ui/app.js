@@ -1,0 +1,625 @@
+// The prioq dashboard. It speaks only the public /v1 API, with the token
+// kept in this tab's sessionStorage, polls it every few seconds, keeps the
+// last minutes of samples of every priority class for the sparklines, and
+// shows one of two views chosen by the URL's hash:
+//   #/                          every queue
+//   #/queues/NAME[/jobs/ID]     one queue: classes, dead letters, a job
+// Everything from the API reaches the page as text (textContent), never as
+// markup.
+
+const TOKEN_KEY = 'prioq.token';
+const settings = new URLSearchParams(location.search);
+const REFRESH_MS = clamp(Number(settings.get('refresh')) || 3000, 500, 60000);
+const WINDOW_MS = 10 * 60 * 1000;
+const DLQ_PAGE = 20;
+const OVERVIEW_CLASSES = 8;
+const SVG = 'http://www.w3.org/2000/svg';
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  generation: 0,
+  timer: undefined,
+  queue: undefined,
+  dlqCursors: [null],
+  dlqShown: '',
+  updated: undefined,
+};
+
+// ---- the API -------------------------------------------------------------
+
+/** prioq did not answer at all: down, or the network failed. */
+class Unreachable extends Error {}
+
+/** prioq (or a proxy before it) answered with an error status. */
+class Refused extends Error {
+  constructor(status, problem) {
+    super(problem?.detail ?? `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = { method, headers, cache: 'no-store', signal: AbortSignal.timeout(15000) };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  let text;
+  try {
+    response = await fetch(path, init);
+    text = await response.text();
+  } catch (error) {
+    throw new Unreachable(error.message);
+  }
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    throw new Refused(response.status, data && typeof data === 'object' ? data : null);
+  }
+  return data;
+}
+
+const queuePath = (queue) => `/v1/queues/${encodeURIComponent(queue)}`;
+
+/** What went wrong, in words a person can act on: { title, detail, live }. */
+function describe(error) {
+  const retrying = `The page keeps retrying every ${duration(REFRESH_MS)}.`;
+  if (error instanceof Unreachable) {
+    return {
+      title: 'prioq cannot be reached',
+      detail: `No answer from ${location.host}: the service is down or the network failed. ${retrying}`,
+      live: 'Offline',
+    };
+  }
+  if (!(error instanceof Refused)) {
+    return { title: 'Unexpected error', detail: String(error), live: 'Error' };
+  }
+  const code = error.problem?.code;
+  const detail = error.problem?.detail ?? '';
+  if (error.status === 401) {
+    const hasToken = Boolean(sessionStorage.getItem(TOKEN_KEY));
+    return {
+      title: hasToken ? 'The API token was refused' : 'This prioq needs an API token',
+      detail: hasToken
+        ? 'prioq answered 401 unauthorized: the token is wrong or no longer accepted. Enter a valid one above.'
+        : 'prioq answered 401 unauthorized. Enter an API token above; it is kept for this tab only.',
+      live: 'Unauthorized',
+    };
+  }
+  if (error.status === 503 || code === 'backend_unavailable') {
+    return {
+      title: 'Backend unavailable: prioq cannot reach Redis',
+      detail: `${detail || 'The service is unavailable.'} (${error.status} ${code ?? 'service unavailable'}). ${retrying}`,
+      live: 'Backend down',
+    };
+  }
+  if (!error.problem && [502, 504].includes(error.status)) {
+    return {
+      title: 'A proxy in front of prioq got no answer',
+      detail: `HTTP ${error.status}: no prioq instance answered. ${retrying}`,
+      live: 'Offline',
+    };
+  }
+  return {
+    title: `${error.status} ${code ?? 'error'}`,
+    detail: detail || `prioq answered HTTP ${error.status}.`,
+    live: 'Error',
+  };
+}
+
+// ---- refreshing ----------------------------------------------------------
+
+/**
+ * Renders the current view from fresh data, then schedules the next
+ * refresh. A newer refresh (a click, a hash change) supersedes an older one
+ * still in flight: the older one neither renders nor schedules.
+ */
+async function refresh() {
+  clearTimeout(state.timer);
+  const generation = ++state.generation;
+  const current = route();
+  try {
+    if (current.view === 'queue') {
+      await renderQueue(current, generation);
+    } else {
+      await renderOverview(generation);
+    }
+    if (generation === state.generation) {
+      state.updated = new Date();
+      delete document.body.dataset.stale;
+      $('alert').hidden = true;
+      setLive('ok', `Live · ${state.updated.toLocaleTimeString()}`);
+    }
+  } catch (error) {
+    if (generation === state.generation) showAlert(error);
+  } finally {
+    if (generation === state.generation) {
+      state.timer = setTimeout(refresh, REFRESH_MS);
+    }
+  }
+}
+
+function showAlert(error) {
+  const { title, detail, live } = describe(error);
+  const shown = state.updated ? ` The figures below are from ${state.updated.toLocaleTimeString()}.` : '';
+  $('alert-title').textContent = title;
+  $('alert-detail').textContent = detail + shown;
+  document.body.dataset.stale = '';
+  $('alert').hidden = false;
+  setLive('error', live);
+}
+
+function setLive(kind, text) {
+  $('live').dataset.state = kind;
+  $('live').textContent = text;
+}
+
+function notice(text, kind = 'ok') {
+  $('notice-text').textContent = text;
+  $('notice').dataset.kind = kind;
+  $('notice').hidden = false;
+}
+
+function route() {
+  let parts;
+  try {
+    parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  } catch {
+    parts = [];
+  }
+  if (parts[0] === 'queues' && parts[1]) {
+    return { view: 'queue', queue: parts[1], job: parts[2] === 'jobs' ? parts[3] : undefined };
+  }
+  return { view: 'overview' };
+}
+
+function show(view) {
+  $('overview-view').hidden = view !== 'overview';
+  $('queue-view').hidden = view !== 'queue';
+}
+
+function setCrumbs(queue) {
+  const crumbs = $('crumbs');
+  if (queue === undefined) {
+    crumbs.replaceChildren();
+    return;
+  }
+  crumbs.replaceChildren(link('#/', 'Queues'), ' › ', text('span', queue));
+}
+
+// ---- trends --------------------------------------------------------------
+
+/** Samples per queue and priority: [{ t, pending, age }], the last WINDOW_MS. */
+const history = new Map();
+
+const historyKey = (queue, priority) => `${queue}\n${priority}`;
+
+function record(stats, now) {
+  const seen = new Set();
+  for (const cls of stats.classes) {
+    const key = historyKey(stats.queue, cls.priority);
+    seen.add(key);
+    append(key, { t: now, pending: cls.pending, age: cls.oldest_age_ms });
+  }
+  // A class that drained shows as zero rather than ending its line.
+  for (const key of history.keys()) {
+    if (key.startsWith(`${stats.queue}\n`) && !seen.has(key)) {
+      append(key, { t: now, pending: 0, age: 0 });
+    }
+  }
+}
+
+function append(key, sample) {
+  const samples = history.get(key) ?? [];
+  samples.push(sample);
+  while (samples.length > 0 && samples[0].t < sample.t - WINDOW_MS) samples.shift();
+  history.set(key, samples);
+}
+
+/** An inline SVG line of one field of the samples, scaled to its maximum. */
+function sparkline(samples, field, label, format) {
+  const width = 100;
+  const height = 24;
+  const pad = 2;
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('preserveAspectRatio', 'none');
+  svg.setAttribute('class', `spark ${field === 'age' ? 'age' : 'depth'}`);
+  svg.setAttribute('role', 'img');
+  const base = document.createElementNS(SVG, 'line');
+  base.setAttribute('class', 'base');
+  base.setAttribute('x1', '0');
+  base.setAttribute('x2', String(width));
+  base.setAttribute('y1', String(height - pad));
+  base.setAttribute('y2', String(height - pad));
+  svg.append(base);
+  if (samples.length === 0) {
+    svg.setAttribute('aria-label', `${label}: no samples yet`);
+    return svg;
+  }
+  const values = samples.map((sample) => sample[field]);
+  const max = Math.max(...values);
+  const min = Math.min(...values);
+  const first = samples[0].t;
+  const span = Math.max(samples[samples.length - 1].t - first, 1);
+  const points = samples.map((sample, i) => {
+    const x = samples.length === 1 ? width - pad : pad + ((sample.t - first) / span) * (width - 2 * pad);
+    const y = max === 0 ? height - pad : height - pad - (values[i] / max) * (height - 2 * pad);
+    return [x.toFixed(1), y.toFixed(1)];
+  });
+  if (points.length > 1) {
+    const line = document.createElementNS(SVG, 'polyline');
+    line.setAttribute('points', points.map((p) => p.join(',')).join(' '));
+    svg.append(line);
+  }
+  const [x, y] = points[points.length - 1];
+  const dot = document.createElementNS(SVG, 'circle');
+  dot.setAttribute('class', field === 'age' ? 'age' : 'depth');
+  dot.setAttribute('cx', x);
+  dot.setAttribute('cy', y);
+  dot.setAttribute('r', '1.8');
+  svg.append(dot);
+  const description = `${label} over the last ${duration(span)}: ${format(min)} to ${format(max)}, now ${format(values[values.length - 1])}`;
+  svg.setAttribute('aria-label', description);
+  svg.dataset.samples = String(samples.length);
+  const title = document.createElementNS(SVG, 'title');
+  title.textContent = description;
+  svg.prepend(title);
+  return svg;
+}
+
+// ---- the overview --------------------------------------------------------
+
+async function renderOverview(generation) {
+  const { queues } = await api('GET', '/v1/queues');
+  const now = Date.now();
+  for (const stats of queues) record(stats, now);
+  if (generation !== state.generation) return;
+  show('overview');
+  setCrumbs(undefined);
+  document.title = 'Queues · prioq';
+  queues.sort((a, b) => a.queue.localeCompare(b.queue));
+  $('no-queues').hidden = queues.length > 0;
+  $('queues').replaceChildren(...queues.map(queueCard));
+}
+
+function queueCard(stats) {
+  const card = document.createElement('article');
+  card.className = 'card';
+  card.dataset.queue = stats.queue;
+  const heading = document.createElement('h2');
+  heading.append(link(`#/queues/${encodeURIComponent(stats.queue)}`, stats.queue));
+  card.append(heading, counts(stats));
+  if (stats.classes.length === 0) {
+    card.append(text('p', 'No pending jobs.', 'empty'));
+    return card;
+  }
+  const shown = stats.classes.slice(0, OVERVIEW_CLASSES);
+  card.append(classTable(stats.queue, shown));
+  if (stats.classes.length > shown.length) {
+    const more = text('p', '', 'hint');
+    more.append(link(`#/queues/${encodeURIComponent(stats.queue)}`,
+      `${stats.classes.length - shown.length} more priority classes`));
+    card.append(more);
+  }
+  return card;
+}
+
+function counts(stats, list = document.createElement('dl')) {
+  list.classList.add('counts');
+  const entries = [
+    ['pending', 'Pending', ''],
+    ['scheduled', 'Scheduled', ''],
+    ['processing', 'Processing', ''],
+    ['expired_leases', 'Expired leases', 'warn'],
+    ['dead', 'Dead', 'bad'],
+  ];
+  list.replaceChildren(...entries.map(([field, label, alarm]) => {
+    const entry = document.createElement('div');
+    const value = text('dd', String(stats[field]));
+    value.dataset.count = field;
+    if (alarm && stats[field] > 0) value.className = alarm;
+    entry.append(text('dt', label), value);
+    return entry;
+  }));
+  return list;
+}
+
+function classTable(queue, classes) {
+  const table = document.createElement('table');
+  table.className = 'classes';
+  const head = document.createElement('thead');
+  const headRow = document.createElement('tr');
+  headRow.append(text('th', 'Priority'), text('th', 'Depth', 'num'), text('th', 'Trend'),
+    text('th', 'Oldest', 'num'), text('th', 'Trend'));
+  head.append(headRow);
+  const body = document.createElement('tbody');
+  body.append(...classRows(queue, classes));
+  table.append(head, body);
+  return table;
+}
+
+function classRows(queue, classes) {
+  return classes.map((cls) => {
+    const samples = history.get(historyKey(queue, cls.priority)) ?? [];
+    const row = document.createElement('tr');
+    row.dataset.priority = String(cls.priority);
+    const depth = text('td', String(cls.pending), 'num');
+    depth.dataset.field = 'depth';
+    const age = text('td', duration(cls.oldest_age_ms), 'num');
+    age.dataset.field = 'oldest';
+    const depthTrend = document.createElement('td');
+    depthTrend.append(sparkline(samples, 'pending', `Depth of priority ${cls.priority}`, String));
+    const ageTrend = document.createElement('td');
+    ageTrend.append(sparkline(samples, 'age', `Oldest job's age in priority ${cls.priority}`, duration));
+    row.append(text('td', String(cls.priority)), depth, depthTrend, age, ageTrend);
+    return row;
+  });
+}
+
+// ---- one queue -----------------------------------------------------------
+
+async function renderQueue(current, generation) {
+  if (state.queue !== current.queue) {
+    state.queue = current.queue;
+    state.dlqCursors = [null];
+    state.dlqShown = '';
+    $('lookup-id').value = '';
+  }
+  if (current.job !== undefined && document.activeElement !== $('lookup-id')) {
+    $('lookup-id').value = current.job;
+  }
+  const path = queuePath(current.queue);
+  const cursor = state.dlqCursors[state.dlqCursors.length - 1];
+  const [stats, dead, found] = await Promise.all([
+    api('GET', path),
+    api('GET', `${path}/dlq?limit=${DLQ_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+    current.job === undefined ? undefined : lookup(current.queue, current.job),
+  ]);
+  record(stats, Date.now());
+  if (generation !== state.generation) return;
+  if (dead.jobs.length === 0 && state.dlqCursors.length > 1) {
+    // The page emptied (requeued or deleted): show the one before it.
+    state.dlqCursors.pop();
+    await renderQueue(current, generation);
+    return;
+  }
+  show('queue');
+  setCrumbs(current.queue);
+  document.title = `${current.queue} · prioq`;
+  $('queue-title').textContent = current.queue;
+  counts(stats, $('queue-counts'));
+  $('classes').tBodies[0].replaceChildren(...classRows(current.queue, stats.classes));
+  $('classes').hidden = stats.classes.length === 0;
+  $('no-classes').hidden = stats.classes.length > 0;
+  renderDead(dead);
+  renderLookup(current, found);
+}
+
+function renderDead(page) {
+  state.dlqNext = page.next_cursor;
+  const pageNumber = state.dlqCursors.length;
+  $('dlq-total').textContent = `(${page.total})`;
+  $('dlq-newer').disabled = pageNumber === 1;
+  $('dlq-older').disabled = !page.next_cursor;
+  $('dlq-pager').hidden = pageNumber === 1 && !page.next_cursor;
+  $('dlq-page').textContent = `Page ${pageNumber}`;
+  $('no-dead').hidden = page.jobs.length > 0;
+  $('dlq').hidden = page.jobs.length === 0;
+  // Rebuilt only when it changed (or every half minute, for the relative
+  // times), so a button is not replaced under the pointer.
+  const shown = JSON.stringify([page.jobs, Math.floor(Date.now() / 30000)]);
+  if (shown === state.dlqShown) return;
+  state.dlqShown = shown;
+  $('dlq').tBodies[0].replaceChildren(...page.jobs.map((job) => {
+    const row = document.createElement('tr');
+    row.dataset.job = job.id;
+    const died = cell('Died', relative(job.dead_at));
+    died.title = job.dead_at ?? '';
+    const actions = cell('', '', 'actions');
+    actions.append(
+      button('Requeue', 'requeue', job.id, ''),
+      button('Delete', 'delete', job.id, 'danger'),
+    );
+    row.append(
+      cell('Job', job.id, 'id'),
+      cell('Task', job.task),
+      cell('Attempts', `${job.attempts} / ${job.max_attempts}`),
+      cell('Last error', job.last_error ?? '', 'error'),
+      died,
+      actions,
+    );
+    return row;
+  }));
+}
+
+async function onDeadAction(event) {
+  const target = event.target.closest('button[data-action]');
+  if (!target) return;
+  const { action, id } = target.dataset;
+  const queue = state.queue;
+  if (action === 'delete' && !window.confirm(`Delete dead job ${id} from ${queue}? This cannot be undone.`)) {
+    return;
+  }
+  for (const b of target.closest('tr').querySelectorAll('button')) b.disabled = true;
+  const path = `${queuePath(queue)}/dlq/${encodeURIComponent(id)}`;
+  try {
+    if (action === 'requeue') {
+      const job = await api('POST', `${path}/requeue`);
+      notice(`Requeued ${id}: pending again at priority ${job.priority}, attempts reset to 0.`);
+    } else {
+      await api('DELETE', path);
+      notice(`Deleted ${id}.`);
+    }
+  } catch (error) {
+    const { title, detail } = describe(error);
+    notice(`${action === 'requeue' ? 'Requeue' : 'Delete'} of ${id} failed. ${title}: ${detail}`, 'error');
+  }
+  state.dlqShown = '';
+  await refresh();
+}
+
+/** The job, or why there is none: { job } | { missing } | { invalid }. */
+async function lookup(queue, id) {
+  try {
+    return { job: await api('GET', `${queuePath(queue)}/jobs/${encodeURIComponent(id)}`) };
+  } catch (error) {
+    if (error instanceof Refused && error.status === 404) return { missing: true };
+    if (error instanceof Refused && error.status === 400) return { invalid: error.message };
+    throw error;
+  }
+}
+
+function renderLookup(current, found) {
+  const out = $('lookup-result');
+  if (found === undefined) {
+    out.replaceChildren();
+    return;
+  }
+  if (found.missing) {
+    out.replaceChildren(text('p',
+      `No job “${current.job}” in ${current.queue}: it never existed, or it was acked or deleted.`, 'empty'));
+    return;
+  }
+  if (found.invalid) {
+    out.replaceChildren(text('p', `“${current.job}” is not a job id: ${found.invalid}`, 'empty'));
+    return;
+  }
+  const { job } = found;
+  const list = document.createElement('dl');
+  list.className = 'job';
+  list.dataset.job = job.id;
+  const add = (label, field, value, title) => {
+    if (value === null || value === undefined || value === '') return;
+    const dd = document.createElement('dd');
+    dd.dataset.field = field;
+    if (value instanceof Node) dd.append(value);
+    else dd.textContent = value;
+    if (title) dd.title = title;
+    list.append(text('dt', label), dd);
+  };
+  add('Job', 'id', job.id);
+  add('State', 'state', text('span', job.state, `state state-${job.state}`));
+  add('Task', 'task', job.task);
+  add('Priority', 'priority', String(job.priority));
+  add('Attempts', 'attempts', `${job.attempts} of ${job.max_attempts}`);
+  add('Enqueued', 'enqueued_at', relative(job.enqueued_at), job.enqueued_at);
+  add('Runs at', 'run_at', job.run_at && relative(job.run_at), job.run_at);
+  add('Worker', 'worker', job.worker);
+  add('Lease token', 'lease_token', job.lease_token);
+  add('Lease expires', 'lease_expires_at', job.lease_expires_at && relative(job.lease_expires_at), job.lease_expires_at);
+  add('Last error', 'last_error', job.last_error);
+  add('Died', 'dead_at', job.dead_at && relative(job.dead_at), job.dead_at);
+  add('Args', 'args', text('pre', JSON.stringify(job.args, null, 2)));
+  out.replaceChildren(list);
+}
+
+function onLookup(event) {
+  event.preventDefault();
+  const id = $('lookup-id').value.trim();
+  if (!id || !state.queue) return;
+  const hash = `#/queues/${encodeURIComponent(state.queue)}/jobs/${encodeURIComponent(id)}`;
+  if (location.hash === hash) refresh();
+  else location.hash = hash;
+}
+
+// ---- small helpers -------------------------------------------------------
+
+function clamp(value, low, high) {
+  return Math.min(Math.max(value, low), high);
+}
+
+function text(tag, content, className) {
+  const node = document.createElement(tag);
+  node.textContent = content;
+  if (className) node.className = className;
+  return node;
+}
+
+function link(href, content) {
+  const node = text('a', content);
+  node.href = href;
+  return node;
+}
+
+function cell(label, content, className) {
+  const node = text('td', content, className);
+  node.dataset.label = label;
+  return node;
+}
+
+function button(label, action, id, className) {
+  const node = text('button', label, className);
+  node.type = 'button';
+  node.dataset.action = action;
+  node.dataset.id = id;
+  node.setAttribute('aria-label', `${label} ${id}`);
+  return node;
+}
+
+/** 850 ms, 12 s, 3 min 4 s, 2 h 5 min, 3 d 4 h. */
+function duration(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return s % 60 ? `${m} min ${s % 60} s` : `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return m % 60 ? `${h} h ${m % 60} min` : `${h} h`;
+  return h % 24 ? `${Math.floor(h / 24)} d ${h % 24} h` : `${Math.floor(h / 24)} d`;
+}
+
+/** "3 min 4 s ago" or "in 55 s", by this browser's clock. */
+function relative(iso) {
+  if (!iso) return '';
+  const ms = Date.now() - Date.parse(iso);
+  return ms >= 0 ? `${duration(ms)} ago` : `in ${duration(-ms)}`;
+}
+
+// ---- start ---------------------------------------------------------------
+
+$('token').value = sessionStorage.getItem(TOKEN_KEY) ?? '';
+$('token-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const token = $('token').value.trim();
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  setLive('loading', 'Checking token…');
+  refresh();
+});
+$('token-forget').addEventListener('click', () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('token').value = '';
+  refresh();
+});
+$('notice-close').addEventListener('click', () => {
+  $('notice').hidden = true;
+});
+$('dlq').addEventListener('click', onDeadAction);
+$('dlq-older').addEventListener('click', () => {
+  if (!state.dlqNext) return;
+  state.dlqCursors.push(state.dlqNext);
+  refresh();
+});
+$('dlq-newer').addEventListener('click', () => {
+  if (state.dlqCursors.length > 1) state.dlqCursors.pop();
+  refresh();
+});
+$('lookup-form').addEventListener('submit', onLookup);
+window.addEventListener('hashchange', () => {
+  $('notice').hidden = true;
+  refresh();
+});
+$('refresh-note').textContent =
+  `Refreshes every ${duration(REFRESH_MS)}; trends cover the last ${duration(WINDOW_MS)}`;
+refresh();
