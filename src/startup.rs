@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use deadpool_redis::redis;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -43,9 +43,8 @@ impl Application {
                 bulk_floor: config.bulk_floor,
             },
         );
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let listener =
+            listen(config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
         Ok(Self {
             listener,
             state: AppState {
@@ -104,6 +103,19 @@ impl Application {
         let _ = tokio::join!(sweeper, listener_task);
         served
     }
+}
+
+/// Binds with a deep accept queue, so a burst of connections (a thousand
+/// workers starting their long polls) waits instead of being reset.
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    const BACKLOG: u32 = 4096;
+    let socket = match address {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -31,7 +31,7 @@ pub enum RedisPool {
         next: AtomicUsize,
     },
     Cluster {
-        client: ClusterClient,
+        client: Box<ClusterClient>,
         /// Made on first use, so prioq may start before the cluster answers.
         connection: OnceCell<ClusterConnection>,
     },
@@ -56,7 +56,7 @@ impl RedisPool {
                 .build()
                 .context("invalid Redis Cluster settings")?;
             return Ok(Self::Cluster {
-                client,
+                client: Box::new(client),
                 connection: OnceCell::new(),
             });
         }

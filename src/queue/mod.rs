@@ -504,12 +504,17 @@ impl Broker {
         .await
     }
 
-    /// Whether Redis answers, within a second at most.
+    /// Whether Redis runs scripts, within a second at most. A script, not
+    /// PING: a Redis that pauses writes (`CLIENT PAUSE WRITE`) answers PING
+    /// but holds every queue script back.
     pub async fn ping(&self) -> Result<()> {
         let limit = self.config.redis_timeout.min(Duration::from_secs(1));
         bounded_by(limit, async {
             let mut conn = self.connection().await?;
-            Ok(redis::cmd("PING").query_async::<()>(&mut conn).await?)
+            Ok(scripts::READY
+                .invoke_async::<_, i64>(&mut conn)
+                .await
+                .map(drop)?)
         })
         .await
     }

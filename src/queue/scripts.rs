@@ -28,3 +28,7 @@ queue_script!(DELETE, "delete.lua");
 queue_script!(REQUEUE, "requeue.lua");
 queue_script!(DEAD_JOBS, "dead_jobs.lua");
 queue_script!(STATS, "stats.lua");
+
+/// Readiness: answers only when Redis runs scripts, which it holds back
+/// while writes are paused. Touches no key.
+pub(crate) static READY: LazyLock<Script> = LazyLock::new(|| Script::new("return 1"));
