@@ -94,7 +94,7 @@ reap() {
 post() {
   local out="$work/answer.$BASHPID"
   curl -sS --max-time "$3" -o "$out" -w '%{http_code}' -X POST "${headers[@]}" \
-    --data-binary "$2" "$base$1" >"$out.status" 2>"$out.error" &
+    --data-binary "$2" "$base$1" </dev/null >"$out.status" 2>"$out.error" &
   waiting_on=$!
   reap "$waiting_on"
   waiting_on=""
@@ -138,17 +138,18 @@ fatal() {
 }
 
 # Extends the lease of job $1 (lease token $2) every third of the lease,
-# until killed or the lease is lost. Runs in the background; stops by
-# itself if the worker dies.
+# until the lease is lost. Runs in the background and stops by itself if
+# the worker dies. The worker ends it with SIGKILL: a subshell that catches
+# a signal right after it starts may run the worker's own trap instead of
+# dying. What it leaves behind (a sleep, a curl) ends within a beat and
+# holds no output open.
 heartbeat() {
-  local id="$1" body nap=""
-  trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; exit 0' TERM
+  local id="$1" path body
+  path="/jobs/$(uri "$id")/extend"
   body="$(jq -nc --arg token "$2" --argjson lease "$lease_ms" '{lease_token: $token, lease_ms: $lease}')"
   while kill -0 "$$" 2>/dev/null; do
-    sleep "$beat_seconds" &
-    nap=$!
-    wait "$nap"
-    post "/jobs/$(uri "$id")/extend" "$body" "$beat_seconds"
+    sleep "$beat_seconds" >/dev/null 2>&1
+    post "$path" "$body" "$beat_seconds"
     case "$status" in
       200) ;;
       404 | 409)
@@ -193,18 +194,15 @@ finish() {
 
 handle() {
   local job="$1" id task args token attempts beat result=0 error body
-  id="$(jq -r .id <<<"$job")"
-  task="$(jq -r .task <<<"$job")"
+  IFS=$'\t' read -r id task token attempts < <(jq -r '[.id, .task, .lease_token, .attempts] | @tsv' <<<"$job")
   args="$(jq -c .args <<<"$job")"
-  token="$(jq -r .lease_token <<<"$job")"
-  attempts="$(jq -r .attempts <<<"$job")"
   echo "claimed $id ($task)"
   rm -f "$work/lost"
   heartbeat "$id" "$token" &
   beat=$!
   run_task "$task" "$args" 2>"$work/task-error" || result=$?
-  kill "$beat" 2>/dev/null
-  reap "$beat"
+  kill -KILL "$beat" 2>/dev/null
+  reap "$beat" 2>/dev/null # not bash's "Killed" line
   if [ -e "$work/lost" ]; then
     echo "dropped $id: lease lost"
   elif [ "$result" = 0 ]; then

@@ -13,7 +13,7 @@ import {
 const TOKEN = 'worker-token';
 // Short leases and a quick sweeper: a job whose lease is not extended is
 // taken back within a fraction of a second.
-const LEASE_MS = 1200;
+const LEASE_MS = 3000;
 // What "promptly" means for a stop: far below the workers' 10 s long poll.
 const PROMPT_MS = 3000;
 
@@ -69,8 +69,8 @@ for (const language of Object.keys(WORKERS)) {
       const queue = `work-${language}`;
       const { api } = prioq;
       await api.enqueue(queue, { id: 'ok-1', task: 'echo', args: { n: 1 }, priority: 0 });
-      // Runs for twice the lease: only heartbeats keep it this worker's.
-      await api.enqueue(queue, { id: 'slow-1', task: 'sleep', args: { ms: 2 * LEASE_MS }, priority: 1 });
+      // Outlives its first lease: only heartbeats keep it this worker's.
+      await api.enqueue(queue, { id: 'slow-1', task: 'sleep', args: { ms: LEASE_MS + 1000 }, priority: 1 });
       await api.enqueue(queue, { id: 'fail-1', task: 'fail', max_attempts: 1, priority: 2 });
       await api.enqueue(queue, { id: 'ok-2', task: 'echo', args: { n: 2 }, priority: 3 });
 
