@@ -22,6 +22,7 @@ const state = {
   timer: undefined,
   queue: undefined,
   dlqCursors: [null],
+  dlqNext: null,
   dlqShown: '',
   updated: undefined,
 };
