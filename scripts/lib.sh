@@ -123,3 +123,17 @@ ensure_cargo() {
   command -v cargo >/dev/null 2>&1 ||
     die "needs the Rust toolchain (cargo); install it from https://rustup.rs and run this again"
 }
+
+# Builds the debug prioq and sets prioq_bin to it, wherever
+# CARGO_TARGET_DIR puts cargo's output.
+build_prioq() {
+  say "building prioq (cargo build)"
+  (cd "$prioq_root" && cargo build --quiet --bin prioq)
+  local target_dir="${CARGO_TARGET_DIR:-target}"
+  case "$target_dir" in
+    /*) ;;
+    *) target_dir="$prioq_root/$target_dir" ;;
+  esac
+  prioq_bin="$target_dir/debug/prioq"
+  [ -x "$prioq_bin" ] || die "no prioq binary at $prioq_bin after cargo build"
+}
