@@ -107,6 +107,7 @@ pub async fn claim(
 
 /// Proof of the current lease.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}))]
 pub struct AckRequest {
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
@@ -156,6 +157,7 @@ pub async fn ack(
 
 /// Many acknowledgements.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}, {"id": "order-1235", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-2"}]}))]
 pub struct AckManyRequest {
     /// 1 to 1000 entries.
     #[schema(min_items = 1, max_items = 1000)]
@@ -172,6 +174,7 @@ pub struct AckEntry {
 
 /// The outcome of each acknowledgement, in request order.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"results": [{"id": "order-1234", "status": 204}, {"id": "order-1235", "status": 409, "code": "lease_lost"}]}))]
 pub struct AckManyResponse {
     results: Vec<AckResult>,
 }
@@ -241,6 +244,7 @@ pub async fn ack_many(
 
 /// A heartbeat: keep the lease for `lease_ms` from now.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_ms": 60000}))]
 pub struct ExtendRequest {
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,

@@ -32,6 +32,7 @@ pub struct DeadJobsQuery {
 
 /// A page of dead jobs.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "dead", "attempts": 5, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": null, "lease_expires_at": null, "worker": null, "last_error": "lease expired", "dead_at": "2026-11-30T00:04:01.002Z"}], "next_cursor": "1764460841002.order-1234", "total": 1}))]
 pub struct DeadJobsPage {
     /// Most recently dead first.
     jobs: Vec<JobView>,
@@ -84,6 +85,7 @@ pub async fn dead_jobs(
 
 /// Optional settings of a requeue.
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(example = json!({"priority": 3}))]
 pub struct RequeueRequest {
     /// Requeue at this priority instead of the job's own.
     #[schema(maximum = 255)]

@@ -136,6 +136,7 @@ pub struct ErrorCause(pub String);
 
 /// An RFC 9457 problem details object.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"type": "urn:prioq:problem:lease_lost", "title": "Conflict", "status": 409, "detail": "the lease token is not the job's current lease; the job was taken back or claimed again", "code": "lease_lost"}))]
 pub struct Problem {
     /// Identifies the kind of problem; one per `code`.
     #[serde(rename = "type")]

@@ -113,6 +113,7 @@ impl EnqueueRequest {
 
 /// Many jobs to add at once.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"jobs": [{"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234"}, {"task": "nightly_digest", "priority": 9}]}))]
 pub struct EnqueueBatchRequest {
     /// 1 to 1000 jobs; FIFO inside a priority follows this order.
     #[schema(min_items = 1, max_items = 1000)]
@@ -121,6 +122,7 @@ pub struct EnqueueBatchRequest {
 
 /// The jobs of a batch enqueue, in request order.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}]}))]
 pub struct JobList {
     pub jobs: Vec<JobView>,
 }
@@ -137,6 +139,7 @@ pub enum StateName {
 
 /// A job, as every endpoint that returns one shows it.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}))]
 pub struct JobView {
     pub id: String,
     pub queue: String,

@@ -21,6 +21,7 @@ pub fn router() -> Router<AppState> {
 
 /// Health or readiness.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
 pub struct Status {
     /// `ok`; `unavailable` when Redis does not answer; `stopping` while the
     /// instance shuts down.

@@ -20,6 +20,7 @@ pub fn router() -> Router<AppState> {
 
 /// One queue's counts.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}]}))]
 pub struct QueueView {
     queue: String,
     pending: u64,
@@ -65,6 +66,7 @@ impl QueueView {
 
 /// Every queue.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"queues": [{"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}]}]}))]
 pub struct QueueList {
     queues: Vec<QueueView>,
 }
