@@ -97,22 +97,18 @@ async fn observe(State(state): State<AppState>, mut request: Request, next: Next
         .map_or("unmatched", MatchedPath::as_str)
         .to_owned();
     let span = tracing::info_span!("request", request_id);
-    let mut response = next.run(request).instrument(span.clone()).await;
-    let status = response.status().as_u16();
-    let elapsed = started.elapsed();
-    metrics::histogram!(
-        "prioq_http_request_duration_seconds",
-        "route" => route.clone(),
-        "status" => status.to_string(),
-    )
-    .record(elapsed.as_secs_f64());
-    let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    span.in_scope(|| match response.extensions().get::<ErrorCause>() {
-        Some(cause) => {
-            tracing::error!(%method, route, status, latency_ms, cause = %cause.0, "request failed")
-        }
-        None => tracing::info!(%method, route, status, latency_ms, "request"),
-    });
+    let mut outcome = Outcome {
+        span: span.clone(),
+        started,
+        method,
+        route,
+        status: None,
+        cause: None,
+    };
+    let mut response = next.run(request).instrument(span).await;
+    outcome.status = Some(response.status().as_u16());
+    outcome.cause = response.extensions().get::<ErrorCause>().cloned();
+    drop(outcome);
     if let Some(id) = id_header {
         response.headers_mut().insert(REQUEST_ID, id);
     }
@@ -123,6 +119,43 @@ async fn observe(State(state): State<AppState>, mut request: Request, next: Next
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+/// What `observe` reports of one request when it ends: answered, or
+/// dropped because the client went away first (status 499, as nginx
+/// calls it).
+struct Outcome {
+    span: tracing::Span,
+    started: Instant,
+    method: axum::http::Method,
+    route: String,
+    status: Option<u16>,
+    cause: Option<ErrorCause>,
+}
+
+impl Drop for Outcome {
+    fn drop(&mut self) {
+        const CLIENT_WENT_AWAY: u16 = 499;
+        let status = self.status.unwrap_or(CLIENT_WENT_AWAY);
+        let elapsed = self.started.elapsed();
+        metrics::histogram!(
+            "prioq_http_request_duration_seconds",
+            "route" => self.route.clone(),
+            "status" => status.to_string(),
+        )
+        .record(elapsed.as_secs_f64());
+        let (method, route) = (&self.method, self.route.as_str());
+        let latency_ms = elapsed.as_secs_f64() * 1000.0;
+        self.span.in_scope(|| match (&self.cause, self.status) {
+            (Some(cause), _) => {
+                tracing::error!(%method, route, status, latency_ms, cause = %cause.0, "request failed")
+            }
+            (None, None) => {
+                tracing::info!(%method, route, status, latency_ms, "client went away before the answer")
+            }
+            (None, Some(_)) => tracing::info!(%method, route, status, latency_ms, "request"),
+        });
+    }
 }
 
 /// Checks the bearer token before anything else of the request is read.
