@@ -177,10 +177,6 @@ impl Broker {
         }
     }
 
-    pub fn key_prefix(&self) -> &str {
-        &self.config.key_prefix
-    }
-
     pub(crate) fn waiters(&self) -> Arc<Waiters> {
         Arc::clone(&self.waiters)
     }
