@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoints::ms_of;
 use crate::guide::claim_in_process_and_kill_answer;
 use crate::helpers::{
-    RedisServer, TempDir, free_port, redis, redis_connection, script_calls, spawn_app_with,
-    test_config, unique_prefix, until, until_script_calls_exceed,
+    RedisServer, TempDir, redis, redis_connection, script_calls, spawn_app_with, test_config,
+    unique_prefix, until, until_script_calls_exceed,
 };
 use crate::ops::{Service, within};
 use crate::proxy::Nginx;
@@ -1115,8 +1115,9 @@ const DELAYED_AT_RESTART: usize = 20;
 /// Redis holds at the end, once the load has stopped and the queue drained.
 async fn restart_under_load(flags: &str) -> (Report, Inventory) {
     let data = TempDir::new("faults-restart");
-    let port = free_port();
-    let mut server = Some(RedisServer::spawn(port, &data.path, flags));
+    let first = RedisServer::start_in(&data.path, flags);
+    let port = first.port;
+    let mut server = Some(first);
     let mut config = test_config();
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 500;
@@ -1268,15 +1269,13 @@ async fn redis_restarted_under_load_without_persistence_loses_the_jobs_it_held()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_promoted_after_the_primary_died_lacks_the_writes_it_had_not_received() {
     let (primary_dir, replica_dir) = (TempDir::new("primary"), TempDir::new("replica"));
-    let primary_port = free_port();
     // The replica syncs at once (not after the default 5 s delay).
-    let primary = RedisServer::spawn(
-        primary_port,
+    let primary = RedisServer::start_in(
         &primary_dir.path,
         "--appendonly no --repl-diskless-sync-delay 0",
     );
-    let replica = RedisServer::spawn(
-        free_port(),
+    let primary_port = primary.port;
+    let replica = RedisServer::start_in(
         &replica_dir.path,
         &format!("--appendonly no --replicaof 127.0.0.1 {primary_port}"),
     );

@@ -34,15 +34,37 @@ impl RedisServer {
             free_port()
         ));
         std::fs::create_dir_all(&dir).expect("a data dir");
-        Self::spawn(free_port(), &dir, "--appendonly no")
+        Self::start_in(&dir, "--appendonly no")
+    }
+
+    /// A `redis-server` on a free port with its data in `dir` and `flags`.
+    pub(crate) fn start_in(dir: &std::path::Path, flags: &str) -> Self {
+        // A port found free can be taken by a parallel test before our
+        // server binds it: then try another.
+        (0..5)
+            .find_map(|_| Self::try_spawn(free_port(), dir, flags))
+            .expect("a redis-server on a free port")
     }
 
     /// Runs `redis-server` on `port` with its data in `dir`, inside a shell
     /// that kills it (and waits for it to be gone) when our stdin closes.
     pub(crate) fn spawn(port: u16, dir: &std::path::Path, persistence: &str) -> Self {
+        Self::try_spawn(port, dir, persistence)
+            .unwrap_or_else(|| panic!("port {port} is taken by another redis-server"))
+    }
+
+    /// `None` when another server answers on `port`: ours could not bind.
+    fn try_spawn(port: u16, dir: &std::path::Path, persistence: &str) -> Option<Self> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Told to our server only, so that we know whose server answers.
+        let marker = format!(
+            "prioq-{}-{}.rdb",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
         let script = format!(
             "redis-server --port {port} --bind 127.0.0.1 --save '' {persistence} \
-             --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
+             --dbfilename {marker} --dir \"$0\" --loglevel warning >/dev/null 2>&1 & pid=$!; \
              echo started; read _ ; kill -9 $pid; wait $pid"
         );
         let mut child = Command::new("sh")
@@ -61,8 +83,7 @@ impl RedisServer {
             .read_line(&mut line)
             .expect("redis-server wrapper starts");
         let server = Self { port, child };
-        server.wait_until_ready();
-        server
+        (server.wait_until_ready() == marker).then_some(server)
     }
 
     pub fn url(&self) -> String {
@@ -73,19 +94,27 @@ impl RedisServer {
         redis::Client::open(self.url()).expect("valid URL")
     }
 
-    fn wait_until_ready(&self) {
+    /// Waits for a server to answer on the port; returns its dbfilename.
+    fn wait_until_ready(&self) -> String {
         let client = self.client();
         for _ in 0..500 {
             if let Ok(mut conn) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+                && let Ok((_, name)) =
+                    redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg("dbfilename")
+                        .query::<(String, String)>(&mut conn)
             {
-                return;
+                return name;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("redis-server on port {} did not come up", self.port);
     }
 }
+
+/// Persistence that keeps every acknowledged write across a restart.
+pub const AOF_ALWAYS: &str = "--appendonly yes --appendfsync always";
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
@@ -351,7 +380,7 @@ impl RedisServer {
     /// everything it had acknowledged: a Redis outage under a running
     /// service.
     pub fn start_on(port: u16, dir: &std::path::Path) -> Self {
-        Self::spawn(port, dir, "--appendonly yes --appendfsync always")
+        Self::spawn(port, dir, AOF_ALWAYS)
     }
 
     /// The pid of the `redis-server` process itself (not of its wrapper

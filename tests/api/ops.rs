@@ -16,8 +16,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::helpers::{
-    Answer, RedisServer, TempDir, TestApp, free_port, redis, redis_connection, script_calls,
-    send_signal, spawn_app_with, test_config, unique_prefix, until, until_script_calls_exceed,
+    AOF_ALWAYS, Answer, RedisServer, TempDir, TestApp, free_port, redis, redis_connection,
+    script_calls, send_signal, spawn_app_with, test_config, unique_prefix, until,
+    until_script_calls_exceed,
 };
 
 /// The built `prioq` binary running as a child process; killed on drop.
@@ -392,8 +393,8 @@ async fn claim_all_ids(app: &TestApp) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_going_away_answers_503_and_the_service_recovers_by_itself() {
     let data = TempDir::new("redis-outage");
-    let port = free_port();
-    let redis = RedisServer::start_on(port, &data.path);
+    let redis = RedisServer::start_in(&data.path, AOF_ALWAYS);
+    let port = redis.port;
     let mut config = test_config();
     config.redis_url = redis.url();
     config.redis_timeout_ms = 500;

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{Client, Ledger, Reply, inventory};
 use crate::fuzz::Rng;
 use crate::guide::claim_in_process_and_kill_answer;
-use crate::helpers::{RedisServer, TempDir, free_port, spawn_app_with, test_config, until};
+use crate::helpers::{AOF_ALWAYS, RedisServer, TempDir, spawn_app_with, test_config, until};
 
 const DEFAULT_SECS: u64 = 60;
 /// Lease of the consumers here; the worker processes take 1 s.
@@ -158,8 +158,9 @@ async fn soak_with_crashes_nacks_delays_and_a_redis_restart_accounts_for_every_j
     let seed = soak_seed();
     eprintln!("soak: {secs} s, PRIOQ_SOAK_SEED={seed}");
     let data = TempDir::new("soak");
-    let port = free_port();
-    let mut server = Some(RedisServer::start_on(port, &data.path));
+    let first = RedisServer::start_in(&data.path, AOF_ALWAYS);
+    let port = first.port;
+    let mut server = Some(first);
     let mut config = test_config();
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 1000;
