@@ -24,14 +24,26 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
+        // A port found free can be taken by a parallel test before our node
+        // binds it: then start over on other ports.
+        (0..5)
+            .find_map(|_| Self::try_start())
+            .expect("a cluster on free ports")
+    }
+
+    /// `None` when another server answers on one of the ports.
+    fn try_start() -> Option<Self> {
         let ports = cluster_ports(3);
+        // Told to our nodes only, so that we know whose node answers.
+        let marker = |port: u16| format!("prioq-{}-{port}.rdb", std::process::id());
         let servers: String = ports
             .iter()
-            .map(|port| {
+            .map(|&port| {
                 format!(
                     "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
                      --cluster-config-file nodes-{port}.conf --dir \"$dir\" --save '' \
-                     --appendonly no >/dev/null 2>&1 & pids=\"$pids $!\"; "
+                     --dbfilename {} --appendonly no >/dev/null 2>&1 & pids=\"$pids $!\"; ",
+                    marker(port)
                 )
             })
             .collect();
@@ -50,8 +62,10 @@ impl RedisCluster {
         )
         .expect("wrapper starts");
         let cluster = Self { ports, wrapper };
-        for url in cluster.urls() {
-            wait_for_ping(&url);
+        for (url, &port) in cluster.urls().iter().zip(&cluster.ports) {
+            if wait_for_ping(url) != marker(port) {
+                return None;
+            }
         }
         let nodes: Vec<String> = cluster
             .ports
@@ -68,7 +82,7 @@ impl RedisCluster {
             .expect("redis-cli must be installed (see README)");
         assert!(created.success(), "redis-cli --cluster create failed");
         cluster.wait_until_ok();
-        cluster
+        Some(cluster)
     }
 
     pub fn urls(&self) -> Vec<String> {
@@ -121,7 +135,10 @@ impl Drop for RedisCluster {
 /// Ports whose cluster-bus port (+10000) is free too.
 fn cluster_ports(count: usize) -> Vec<u16> {
     let mut ports = Vec::new();
-    let mut candidate = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    let mut candidate = 20_000 + ((std::process::id() ^ nanos) % 4_990) as u16 * 2;
     while ports.len() < count {
         candidate = if candidate >= 29_990 {
             20_000
@@ -136,13 +153,17 @@ fn cluster_ports(count: usize) -> Vec<u16> {
     ports
 }
 
-fn wait_for_ping(url: &str) {
+/// Waits for a server at `url`; returns its dbfilename.
+fn wait_for_ping(url: &str) -> String {
     let client = redis::Client::open(url).expect("URL");
     for _ in 0..500 {
         if let Ok(mut conn) = client.get_connection()
-            && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            && let Ok((_, name)) = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("dbfilename")
+                .query::<(String, String)>(&mut conn)
         {
-            return;
+            return name;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
