@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
-use super::jobs::{JobList, JobView};
+use super::jobs::{JobList, JobView, check_delay};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::queue::{AckOutcome, ClaimOptions, Nack};
 
@@ -28,7 +28,6 @@ const LEASE_MS: std::ops::RangeInclusive<u64> = 100..=43_200_000;
 const MAX_WAIT_MS: u64 = 20_000;
 const MAX_ERROR_CHARS: usize = 2000;
 const MAX_ACKS: usize = 1000;
-const MAX_DELAY_MS: u64 = 2_592_000_000;
 const MAX_WORKER_CHARS: usize = 200;
 const MAX_TOKEN_CHARS: usize = 200;
 
@@ -322,12 +321,7 @@ pub async fn nack(
     JsonBody(request): JsonBody<NackRequest>,
 ) -> Result<axum::Json<JobView>> {
     check_token("lease_token", &request.lease_token)?;
-    if request.delay_ms > MAX_DELAY_MS {
-        return Err(ApiError::validation(
-            "delay_ms",
-            "must be at most 2592000000 (30 days)",
-        ));
-    }
+    check_delay("delay_ms", request.delay_ms)?;
     if let Some(error) = &request.error
         && error.chars().count() > MAX_ERROR_CHARS
     {

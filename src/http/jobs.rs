@@ -24,6 +24,17 @@ pub fn router() -> Router<AppState> {
 
 const MAX_TASK_CHARS: usize = 200;
 const MAX_DELAY_MS: u64 = 2_592_000_000;
+
+/// A delay (enqueue's or nack's) is at most 30 days.
+pub(super) fn check_delay(field: &str, delay_ms: u64) -> Result<()> {
+    if delay_ms > MAX_DELAY_MS {
+        return Err(ApiError::validation(
+            field,
+            "must be at most 2592000000 (30 days)",
+        ));
+    }
+    Ok(())
+}
 const MAX_BATCH: usize = 1000;
 
 /// A job to add.
@@ -79,12 +90,7 @@ impl EnqueueRequest {
                 "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
             ));
         }
-        if self.delay_ms > MAX_DELAY_MS {
-            return Err(ApiError::validation(
-                format!("{field}delay_ms"),
-                "must be at most 2592000000 (30 days)",
-            ));
-        }
+        check_delay(&format!("{field}delay_ms"), self.delay_ms)?;
         // Stored as sent, so it must be JSON every client can read back:
         // bounded nesting, no lone surrogates, numbers within range.
         if let Err(error) = serde_json::from_str::<serde_json::Value>(self.args.get()) {
