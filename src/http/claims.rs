@@ -33,6 +33,7 @@ const MAX_TOKEN_CHARS: usize = 200;
 
 /// How to claim; every field is optional.
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"worker": "billing-7", "lease_ms": 60000, "max_jobs": 1, "wait_ms": 0}))]
 pub struct ClaimRequest {
     /// Who claims, shown on the leased jobs; up to 200 characters.
@@ -106,6 +107,7 @@ pub async fn claim(
 
 /// Proof of the current lease.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}))]
 pub struct AckRequest {
     #[schema(min_length = 1, max_length = 200)]
@@ -156,6 +158,7 @@ pub async fn ack(
 
 /// Many acknowledgements.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"jobs": [{"id": "order-1234", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}, {"id": "order-1235", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-2"}]}))]
 pub struct AckManyRequest {
     /// 1 to 1000 entries.
@@ -164,6 +167,7 @@ pub struct AckManyRequest {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AckEntry {
     #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
     id: String,
@@ -243,6 +247,7 @@ pub async fn ack_many(
 
 /// A heartbeat: keep the lease for `lease_ms` from now.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_ms": 60000}))]
 pub struct ExtendRequest {
     #[schema(min_length = 1, max_length = 200)]
@@ -283,6 +288,7 @@ pub async fn extend(
 
 /// Give a job back without success.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"lease_token": "…", "delay_ms": 0, "error": "timeout talking to SMTP", "dead": false}))]
 pub struct NackRequest {
     #[schema(min_length = 1, max_length = 200)]

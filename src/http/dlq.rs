@@ -85,6 +85,7 @@ pub async fn dead_jobs(
 
 /// Optional settings of a requeue.
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"priority": 3}))]
 pub struct RequeueRequest {
     /// Requeue at this priority instead of the job's own.

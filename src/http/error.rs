@@ -261,7 +261,8 @@ async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes
 }
 
 /// Parses JSON, telling malformed JSON (400) from well-formed JSON with
-/// wrong values (422, naming the field).
+/// wrong, missing or unknown fields (422, naming the field). A syntax error
+/// anywhere in the body wins over a field error met before it.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
@@ -270,20 +271,32 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
         if !inner.is_data() {
             return malformed(&inner);
         }
-        let reason = without_position(&inner);
-        let missing = reason
-            .strip_prefix("missing field `")
-            .and_then(|rest| rest.split('`').next());
-        let field = match (path.as_str(), missing) {
-            (".", Some(name)) => name.to_owned(),
-            (".", None) => "(body)".to_owned(),
-            (_, Some(name)) => format!("{path}.{name}"),
-            (_, None) => path,
-        };
-        ApiError::validation(field, reason)
+        // The typed parse stops at the first field error; the rest of the
+        // body may not be JSON at all.
+        if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            return malformed(&syntax);
+        }
+        field_error(&path, &without_position(&inner))
     })?;
     deserializer.end().map_err(|error| malformed(&error))?;
     Ok(value)
+}
+
+/// Names the field a data error is about: `path` is where serde stood,
+/// and a missing or unknown field is named in `reason`.
+fn field_error(path: &str, reason: &str) -> ApiError {
+    let named = ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|prefix| reason.strip_prefix(prefix))
+        .and_then(|rest| rest.split('`').next());
+    let field = match (path, named) {
+        (".", Some(name)) => name.to_owned(),
+        (".", None) => "(body)".to_owned(),
+        (_, Some(name)) if reason.starts_with("missing") => format!("{path}.{name}"),
+        // An unknown field's path already ends with its name.
+        (_, _) => path.to_owned(),
+    };
+    ApiError::validation(field, reason)
 }
 
 fn malformed(error: &serde_json::Error) -> ApiError {
@@ -325,5 +338,57 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiQuer
             .await
             .map(|Query(value)| Self(value))
             .map_err(|rejection: QueryRejection| ApiError::InvalidRequest(rejection.body_text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Entry {
+        #[allow(dead_code)]
+        task: String,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Batch {
+        #[allow(dead_code)]
+        jobs: Vec<Entry>,
+    }
+
+    fn field_of(error: ApiError) -> String {
+        match error {
+            ApiError::Validation { field, .. } => field,
+            other => panic!("not a validation error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn trailing_characters_are_malformed_even_when_a_field_is_missing() {
+        for body in [&b"{}}"[..], b"{} x", b"{\"jobs\": [{}]}]", b"{\"task\": 1,"] {
+            let error = parse_json::<Batch>(body).expect_err("refused");
+            assert!(matches!(error, ApiError::InvalidRequest(_)), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_path() {
+        let top = parse_json::<Entry>(br#"{"task": "x", "priorty": 0}"#).expect_err("refused");
+        assert_eq!(field_of(top), "priorty");
+        let nested =
+            parse_json::<Batch>(br#"{"jobs": [{"task": "x"}, {"task": "y", "delay": 5}]}"#)
+                .expect_err("refused");
+        assert_eq!(field_of(nested), "jobs[1].delay");
+    }
+
+    #[test]
+    fn missing_fields_are_named_with_their_path() {
+        let top = parse_json::<Entry>(b"{}").expect_err("refused");
+        assert_eq!(field_of(top), "task");
+        let nested = parse_json::<Batch>(br#"{"jobs": [{"task": "x"}, {}]}"#).expect_err("refused");
+        assert_eq!(field_of(nested), "jobs[1].task");
     }
 }

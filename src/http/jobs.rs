@@ -39,6 +39,7 @@ const MAX_BATCH: usize = 1000;
 
 /// A job to add.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234", "delay_ms": 0, "max_attempts": 5}))]
 pub struct EnqueueRequest {
     /// What the worker should do, 1 to 200 characters.
@@ -119,6 +120,7 @@ impl EnqueueRequest {
 
 /// Many jobs to add at once.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"jobs": [{"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234"}, {"task": "nightly_digest", "priority": 9}]}))]
 pub struct EnqueueBatchRequest {
     /// 1 to 1000 jobs; FIFO inside a priority follows this order.

@@ -926,6 +926,18 @@ impl Fuzzer {
         if let Some(violation) = contract_violation(&raw, &self.app.config.key_prefix) {
             self.fail(&probe, &raw, &violation);
         }
+        // Malformed JSON is 400 whatever it holds: a 422 is for bodies that
+        // parse.
+        if raw.status == StatusCode::UNPROCESSABLE_ENTITY
+            && let Some(body) = &probe.body
+            && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err()
+        {
+            self.fail(
+                &probe,
+                &raw,
+                "a body that is not JSON answered 422, not 400",
+            );
+        }
         let accepted = raw.status.is_success();
         if accepted && probe.method != Method::GET {
             self.refresh_fixture().await;

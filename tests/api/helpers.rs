@@ -343,6 +343,9 @@ pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 /// Every key under `prefix` and its contents, for "nothing changed" checks.
+/// Hash fields and set members come back in no fixed order (it can change
+/// between two reads with no write in between), so they are sorted here;
+/// a sorted set's order is its own and kept.
 pub async fn snapshot(url: &str, prefix: &str) -> BTreeMap<String, String> {
     let mut conn = redis_connection(url).await;
     let keys: Vec<String> = redis::cmd("KEYS")
@@ -357,20 +360,61 @@ pub async fn snapshot(url: &str, prefix: &str) -> BTreeMap<String, String> {
             .query_async(&mut conn)
             .await
             .expect("TYPE");
-        let mut read = match kind.as_str() {
-            "zset" => redis::cmd("ZRANGE"),
-            "hash" => redis::cmd("HGETALL"),
-            "set" => redis::cmd("SMEMBERS"),
-            _ => redis::cmd("GET"),
+        let contents = match kind.as_str() {
+            "zset" => {
+                let members: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("ZRANGE");
+                let members: Vec<(String, String)> = members
+                    .iter()
+                    .map(|(member, score)| (printable(member), score.clone()))
+                    .collect();
+                format!("{members:?}")
+            }
+            "hash" => {
+                let fields: BTreeMap<Vec<u8>, Vec<u8>> = redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("HGETALL");
+                let fields: Vec<(String, String)> = fields
+                    .iter()
+                    .map(|(field, value)| (printable(field), printable(value)))
+                    .collect();
+                format!("{fields:?}")
+            }
+            "set" => {
+                let members: std::collections::BTreeSet<Vec<u8>> = redis::cmd("SMEMBERS")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("SMEMBERS");
+                let members: Vec<String> = members.iter().map(|m| printable(m)).collect();
+                format!("{members:?}")
+            }
+            _ => {
+                let value: Option<Vec<u8>> = redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("GET");
+                value.as_deref().map(printable).unwrap_or_default()
+            }
         };
-        read.arg(&key);
-        if kind == "zset" {
-            read.arg(0).arg(-1).arg("WITHSCORES");
-        }
-        let contents: redis::Value = read.query_async(&mut conn).await.expect("read key");
-        out.insert(key, format!("{kind} {contents:?}"));
+        out.insert(key, format!("{kind} {contents}"));
     }
     out
+}
+
+/// Bytes as text, non-printable ones escaped: one text per byte string, so
+/// equal texts mean equal bytes, and an id shows as itself.
+fn printable(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
 }
 
 impl RedisServer {
