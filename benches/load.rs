@@ -34,6 +34,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
+use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::library::{Function, LIBRARY};
+use prioq::queue::record::{self, Record};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -62,74 +65,16 @@ const MAX_ITERATIONS: u64 = 2_000_000;
 /// Upper bound on any single request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-macro_rules! queue_script {
-    ($file:literal) => {
-        concat!(
-            include_str!("../lua/common.lua"),
-            include_str!(concat!("../lua/", $file))
-        )
-    };
-}
-
-/// Exactly what `src/queue/scripts.rs` loads: `common.lua` in front.
-const ENQUEUE_LUA: &str = queue_script!("enqueue.lua");
-const CLAIM_LUA: &str = queue_script!("claim.lua");
-const ACK_LUA: &str = queue_script!("ack.lua");
-/// Every command the queue scripts run (see `lua/`).
+/// Every command the queue functions run (see `lua/`).
 const SCRIPT_COMMANDS: [&str; 17] = [
     "time", "get", "set", "incr", "incrby", "hexists", "hset", "hget", "hdel", "zadd", "zrem",
     "zcard", "zcount", "zpopmin", "zrange", "zscore", "publish",
 ];
 /// The bench's own housekeeping: drops the newest pending jobs.
-const DRAIN_LUA: &str = "local popped = redis.call('ZPOPMAX', KEYS[1], ARGV[2]) \
-    for i = 1, #popped, 2 do redis.call('HDEL', KEYS[5], popped[i]) end \
+/// KEYS: pending, jobs; ARGV[1]: how many.
+const DRAIN_LUA: &str = "local popped = redis.call('ZPOPMAX', KEYS[1], ARGV[1]) \
+    for i = 1, #popped, 2 do redis.call('HDEL', KEYS[2], popped[i]) end \
     return #popped / 2";
-
-/// The keys of one queue, in the order every script takes them (see
-/// `src/queue/keys.rs`), and its wake-up channel (`ARGV[1]`).
-#[derive(Debug, Clone)]
-struct QueueKeys {
-    keys: Vec<String>,
-    wake: String,
-}
-
-impl QueueKeys {
-    fn new(prefix: &str, queue: &str) -> Self {
-        let key = |name: &str| format!("{prefix}:{{{queue}}}:{name}");
-        Self {
-            keys: [
-                "pending",
-                "scheduled",
-                "processing",
-                "dead",
-                "jobs",
-                "leases",
-                "errors",
-                "seq",
-                "floor",
-            ]
-            .iter()
-            .map(|name| key(name))
-            .collect(),
-            wake: key("wake"),
-        }
-    }
-
-    fn pending(&self) -> &str {
-        &self.keys[0]
-    }
-
-    /// `EVALSHA sha 9 keys… wake` (or `EVAL`), ready for the script's own ARGV.
-    fn script_cmd(&self, command: &str, script: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd(command);
-        cmd.arg(script).arg(self.keys.len());
-        for key in &self.keys {
-            cmd.arg(key);
-        }
-        cmd.arg(&self.wake);
-        cmd
-    }
-}
 
 fn args_json() -> String {
     let blob = "x".repeat(PAYLOAD_BYTES - r#"{"blob":""}"#.len());
@@ -138,23 +83,14 @@ fn args_json() -> String {
     args
 }
 
-/// The job body prioq stores after the record header (`Body` in
-/// `src/queue/job.rs`).
-fn stored_body() -> String {
-    format!(r#"{{"task":"{TASK}","args":{}}}"#, args_json())
+/// The body prioq puts after the record's header.
+fn stored_body() -> Vec<u8> {
+    record::body(TASK, &args_json())
 }
 
-/// 32 hex characters, like prioq's ids and lease token prefixes.
+/// A server-made id, as prioq makes them.
 fn fresh_id() -> String {
-    use std::sync::atomic::AtomicU64;
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    static SALT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let salt = *SALT.get_or_init(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    format!("{salt:016x}{:016x}", NEXT.fetch_add(1, Ordering::Relaxed))
+    record::new_id()
 }
 
 // ---------------------------------------------------------------------------
@@ -519,8 +455,8 @@ async fn info(
 /// Counters Redis keeps about itself.
 #[derive(Debug, Clone, Default)]
 struct RedisCounters {
-    evalsha_calls: u64,
-    evalsha_usec: u64,
+    fcall_calls: u64,
+    fcall_usec: u64,
     eval_calls: u64,
     eval_usec: u64,
     total_commands: u64,
@@ -543,7 +479,7 @@ fn cmdstat(map: &BTreeMap<String, String>, command: &str) -> (u64, u64) {
 
 async fn redis_counters(con: &mut MultiplexedConnection) -> Result<RedisCounters> {
     let map = info(con, &["commandstats", "stats"]).await?;
-    let (evalsha_calls, evalsha_usec) = cmdstat(&map, "evalsha");
+    let (fcall_calls, fcall_usec) = cmdstat(&map, "fcall");
     let (eval_calls, eval_usec) = cmdstat(&map, "eval");
     let commands = map
         .keys()
@@ -551,8 +487,8 @@ async fn redis_counters(con: &mut MultiplexedConnection) -> Result<RedisCounters
         .map(|command| (command.to_owned(), cmdstat(&map, command)))
         .collect();
     Ok(RedisCounters {
-        evalsha_calls,
-        evalsha_usec,
+        fcall_calls,
+        fcall_usec,
         eval_calls,
         eval_usec,
         commands,
@@ -573,34 +509,10 @@ async fn used_memory(con: &mut MultiplexedConnection) -> Result<u64> {
         .ok_or_else(|| anyhow!("no used_memory in INFO"))
 }
 
-#[derive(Debug, Clone)]
-struct Shas {
-    enqueue: String,
-    claim: String,
-    ack: String,
-}
-
-async fn load_scripts(con: &mut MultiplexedConnection) -> Result<Shas> {
-    let load = |src: &'static str| {
-        let mut con = con.clone();
-        async move {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(src)
-                .query_async(&mut con)
-                .await?;
-            anyhow::ensure!(
-                sha == redis::Script::new(src).get_hash(),
-                "script hash differs"
-            );
-            Ok::<_, anyhow::Error>(sha)
-        }
-    };
-    Ok(Shas {
-        enqueue: load(ENQUEUE_LUA).await?,
-        claim: load(CLAIM_LUA).await?,
-        ack: load(ACK_LUA).await?,
-    })
+/// Loads prioq's function library, as prioq does on first use.
+async fn load_library(con: &mut MultiplexedConnection) -> Result<()> {
+    LIBRARY.load_command().query_async::<()>(con).await?;
+    Ok(())
 }
 
 fn bulk(value: &Value) -> Option<String> {
@@ -611,28 +523,38 @@ fn bulk(value: &Value) -> Option<String> {
     }
 }
 
-/// `(id, lease token)` of each job in a claim script's reply.
+/// `(id, lease token)` of each job in a claim function's reply:
+/// `{now, {{acks}, {{id, record, token, last error}...}}}`.
 fn leases_of(reply: &Value) -> Vec<(String, String)> {
-    let Value::Array(jobs) = reply else {
+    let Value::Array(reply) = reply else {
         return Vec::new();
     };
-    jobs.iter()
+    let Some(Value::Array(requests)) = reply.get(1) else {
+        return Vec::new();
+    };
+    requests
+        .iter()
+        .filter_map(|request| match request {
+            Value::Array(parts) => match parts.get(1) {
+                Some(Value::Array(jobs)) => Some(jobs),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flatten()
         .filter_map(|job| {
             let Value::Array(fields) = job else {
                 return None;
             };
-            let id = bulk(fields.first()?)?;
-            let lease = bulk(fields.get(4)?)?;
-            let token = lease.split_once(':').map_or(lease.as_str(), |(t, _)| t);
-            Some((id, token.to_owned()))
+            Some((bulk(fields.first()?)?, bulk(fields.get(2)?)?))
         })
         .collect()
 }
 
-/// Adds one enqueue-script call of `n` fresh jobs to a pipeline.
-fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, sha: &str, n: usize, body: &str) {
-    let mut cmd = keys.script_cmd("EVALSHA", sha);
-    cmd.arg(n);
+/// Adds one enqueue call of `n` fresh jobs to a pipeline.
+fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[u8]) {
+    let mut cmd = LIBRARY.call(Function::Enqueue, keys);
+    cmd.arg(1).arg(n);
     for _ in 0..n {
         cmd.arg(fresh_id())
             .arg(PRIORITY)
@@ -643,19 +565,21 @@ fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, sha: &str, n: usiz
     pipe.add_command(cmd);
 }
 
-fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, sha: &str, max_jobs: usize) {
-    let mut cmd = keys.script_cmd("EVALSHA", sha);
-    cmd.arg(LEASE_MS)
+fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, max_jobs: usize) {
+    let mut cmd = LIBRARY.call(Function::Claim, keys);
+    cmd.arg(CLAIM_PROMOTE_BATCH)
+        .arg(FLOOR_PPM)
+        .arg(fresh_id())
+        .arg(1)
+        .arg(LEASE_MS)
         .arg(max_jobs)
         .arg("")
-        .arg(fresh_id())
-        .arg(FLOOR_PPM)
-        .arg(CLAIM_PROMOTE_BATCH);
+        .arg(0);
     pipe.add_command(cmd);
 }
 
-fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, sha: &str, leases: &[(String, String)]) {
-    let mut cmd = keys.script_cmd("EVALSHA", sha);
+fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, leases: &[(String, String)]) {
+    let mut cmd = LIBRARY.call(Function::Ack, keys);
     for (id, token) in leases {
         cmd.arg(id).arg(token);
     }
@@ -664,12 +588,7 @@ fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, sha: &str, leases: &[(
 
 /// Enqueues `n` jobs with the enqueue script, pipelined over a few
 /// connections: the fast prefill.
-async fn prefill(
-    cons: &[MultiplexedConnection],
-    keys: &QueueKeys,
-    sha: &str,
-    n: u64,
-) -> Result<()> {
+async fn prefill(cons: &[MultiplexedConnection], keys: &QueueKeys, n: u64) -> Result<()> {
     let per_call = 100u64;
     let calls_per_round = 20u64;
     let per_round = per_call * calls_per_round;
@@ -678,10 +597,9 @@ async fn prefill(
     let body = Arc::new(stored_body());
     let mut tasks = Vec::new();
     for con in cons {
-        let (mut con, keys, sha, next, body) = (
+        let (mut con, keys, next, body) = (
             con.clone(),
             keys.clone(),
-            sha.to_owned(),
             Arc::clone(&next),
             Arc::clone(&body),
         );
@@ -695,7 +613,7 @@ async fn prefill(
                 let mut pipe = redis::pipe();
                 while remaining > 0 {
                     let take = remaining.min(per_call);
-                    push_enqueue(&mut pipe, &keys, &sha, take as usize, &body);
+                    push_enqueue(&mut pipe, &keys, take as usize, &body);
                     remaining -= take;
                 }
                 pipe.query_async::<Vec<Value>>(&mut con).await?;
@@ -710,8 +628,8 @@ async fn prefill(
 
 async fn unlink_queue(con: &mut MultiplexedConnection, keys: &QueueKeys) -> Result<()> {
     let mut cmd = redis::cmd("UNLINK");
-    for key in &keys.keys {
-        cmd.arg(key);
+    for key in Key::ALL {
+        cmd.arg(keys.key(key));
     }
     cmd.query_async::<i64>(con).await?;
     Ok(())
@@ -720,7 +638,7 @@ async fn unlink_queue(con: &mut MultiplexedConnection, keys: &QueueKeys) -> Resu
 // ---------------------------------------------------------------------------
 // The housekeeper: holds a queue's pending depth in [depth, depth + 2·slack]
 // during a run, without EVALSHA (plain commands to refill, EVAL to drain),
-// so `cmdstat_evalsha` holds only the measured path.
+// so `cmdstat_fcall` holds only the measured path.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KeeperMode {
@@ -750,10 +668,10 @@ async fn keep_depth(
     keys: &QueueKeys,
     depth: u64,
     mode: Option<KeeperMode>,
-    body: &str,
+    args: &str,
     stats: &mut KeeperStats,
 ) -> Result<bool> {
-    let n = zcard(con, keys.pending()).await?;
+    let n = zcard(con, keys.key(Key::Pending)).await?;
     stats.min_depth = stats.min_depth.min(n);
     stats.max_depth = stats.max_depth.max(n);
     let slack = slack(depth);
@@ -762,13 +680,17 @@ async fn keep_depth(
     if refill {
         let missing = depth + slack - n;
         stats.added += missing;
-        refill_directly(con, keys, missing, body).await?;
+        refill_directly(con, keys, missing, args).await?;
     } else if drain {
         let mut excess = n - depth - slack;
         while excess > 0 {
             let take = excess.min(1000);
-            let mut cmd = keys.script_cmd("EVAL", DRAIN_LUA);
-            cmd.arg(take);
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(DRAIN_LUA)
+                .arg(2)
+                .arg(keys.key(Key::Pending))
+                .arg(keys.key(Key::Jobs))
+                .arg(take);
             let removed: u64 = cmd.query_async(con).await?;
             stats.removed += removed;
             excess -= take.min(removed.max(1));
@@ -779,35 +701,44 @@ async fn keep_depth(
 
 /// Adds `n` pending jobs the cheap way (INCRBY for their arrival numbers,
 /// then one HSET and one ZADD per thousand jobs), writing exactly what the
-/// enqueue script writes: about a fifth of its Redis time per job, so
+/// enqueue function writes: about a fifth of its Redis time per job, so
 /// holding the depth disturbs the measured path little.
 async fn refill_directly(
     con: &mut MultiplexedConnection,
     keys: &QueueKeys,
     n: u64,
-    body: &str,
+    args: &str,
 ) -> Result<()> {
-    const SEQ_SPAN: f64 = 17_592_186_044_416.0; // 2^44, as in lua/common.lua
+    const SEQ_SPAN: f64 = 17_592_186_044_416.0; // 2^44, as in lua/library.lua
     let mut remaining = n;
     while remaining > 0 {
         let take = remaining.min(1000);
         let (last, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
             .cmd("INCRBY")
-            .arg(&keys.keys[7])
+            .arg(keys.key(Key::Seq))
             .arg(take)
             .cmd("TIME")
             .query_async(con)
             .await?;
-        let now_ms = secs * 1000 + micros / 1000;
-        let record = format!("{PRIORITY}:0:{MAX_ATTEMPTS}:{now_ms}:{now_ms}:{body}");
+        let now_ms = (secs * 1000 + micros / 1000) as i64;
+        let record = Record {
+            priority: PRIORITY,
+            attempts: 0,
+            max_attempts: MAX_ATTEMPTS,
+            enqueued_at_ms: now_ms,
+            ready_at_ms: now_ms,
+            task: TASK,
+            args,
+        }
+        .encode();
         let mut hset = redis::cmd("HSET");
-        hset.arg(&keys.keys[4]);
+        hset.arg(keys.key(Key::Jobs));
         let mut zadd = redis::cmd("ZADD");
-        zadd.arg(keys.pending());
+        zadd.arg(keys.key(Key::Pending));
         for seq in last + 1 - take..=last {
             let id = fresh_id();
             hset.arg(&id).arg(&record);
-            // Exact in a float64, like the script's arrival_score.
+            // Exact in a float64, like the function's arrival_score.
             let score = f64::from(PRIORITY) + seq as f64 / SEQ_SPAN;
             zadd.arg(score.to_string()).arg(id);
         }
@@ -827,14 +758,14 @@ fn spawn_keeper(
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<Result<KeeperStats>> {
     tokio::spawn(async move {
-        let body = stored_body();
+        let args = args_json();
         let mut stats = KeeperStats {
             min_depth: u64::MAX,
             ..KeeperStats::default()
         };
         let deadline = Instant::now() + Duration::from_secs(600);
         while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-            if !keep_depth(&mut con, &keys, depth, Some(mode), &body, &mut stats).await? {
+            if !keep_depth(&mut con, &keys, depth, Some(mode), &args, &mut stats).await? {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
@@ -1057,10 +988,10 @@ async fn measure<L: Load>(
     // Start from the depth asked for.
     {
         let mut con = keeper_con.clone();
-        let body = stored_body();
+        let args = args_json();
         let mut stats = KeeperStats::default();
         for _ in 0..1000 {
-            if !keep_depth(&mut con, keys, depth, None, &body, &mut stats).await? {
+            if !keep_depth(&mut con, keys, depth, None, &args, &mut stats).await? {
                 break;
             }
         }
@@ -1150,8 +1081,8 @@ fn record(
         errors: stats.errors,
         last_error: stats.last_error.take(),
         short_claims: stats.short_claims,
-        redis_script_us_per_job: c1.evalsha_usec.saturating_sub(c0.evalsha_usec) as f64 / jobs,
-        script_calls_per_job: c1.evalsha_calls.saturating_sub(c0.evalsha_calls) as f64 / jobs,
+        redis_script_us_per_job: c1.fcall_usec.saturating_sub(c0.fcall_usec) as f64 / jobs,
+        script_calls_per_job: c1.fcall_calls.saturating_sub(c0.fcall_calls) as f64 / jobs,
         redis_commands: commands,
         redis_process_us_per_job: cpu.redis * 1e6 / jobs,
         cpu_us_per_job: CpuSeconds {
@@ -1450,9 +1381,8 @@ impl Load for Http {
 struct Raw {
     cons: Vec<MultiplexedConnection>,
     keys: QueueKeys,
-    shas: Shas,
     op: Op,
-    body: String,
+    body: Vec<u8>,
 }
 
 impl Raw {
@@ -1471,13 +1401,7 @@ impl Raw {
     async fn enqueue(&self, con: &mut MultiplexedConnection) -> redis::RedisResult<()> {
         let mut pipe = redis::pipe();
         for _ in 0..self.calls() {
-            push_enqueue(
-                &mut pipe,
-                &self.keys,
-                &self.shas.enqueue,
-                self.per_call(),
-                &self.body,
-            );
+            push_enqueue(&mut pipe, &self.keys, self.per_call(), &self.body);
         }
         pipe.query_async::<Vec<Value>>(con).await.map(drop)
     }
@@ -1488,7 +1412,7 @@ impl Raw {
     ) -> redis::RedisResult<Vec<Vec<(String, String)>>> {
         let mut pipe = redis::pipe();
         for _ in 0..self.calls() {
-            push_claim(&mut pipe, &self.keys, &self.shas.claim, self.per_call());
+            push_claim(&mut pipe, &self.keys, self.per_call());
         }
         let replies: Vec<Value> = pipe.query_async(con).await?;
         Ok(replies.iter().map(leases_of).collect())
@@ -1502,7 +1426,7 @@ impl Raw {
         let mut pipe = redis::pipe();
         let mut n = 0;
         for call in leases.iter().filter(|l| !l.is_empty()) {
-            push_ack(&mut pipe, &self.keys, &self.shas.ack, call);
+            push_ack(&mut pipe, &self.keys, call);
             n += 1;
         }
         if n == 0 {
@@ -1708,8 +1632,8 @@ async fn idle_test(
                 .saturating_sub(s0.counters.total_commands + 1)) as f64
                 / secs,
             s1.counters
-                .evalsha_calls
-                .saturating_sub(s0.counters.evalsha_calls) as f64
+                .fcall_calls
+                .saturating_sub(s0.counters.fcall_calls) as f64
                 / secs,
         )
     };
@@ -1900,7 +1824,7 @@ async fn run(args: Args) -> Result<()> {
     if own_redis {
         redis::cmd("FLUSHALL").query_async::<()>(&mut con).await?;
     }
-    let shas = load_scripts(&mut con).await?;
+    load_library(&mut con).await?;
 
     let http_client = reqwest::Client::builder()
         .pool_max_idle_per_host(4096)
@@ -1937,11 +1861,21 @@ async fn run(args: Args) -> Result<()> {
         unlink_queue(&mut con, &keys).await?;
         let before = used_memory(&mut con).await?;
         let t = Instant::now();
-        prefill(&raw_cons, &keys, &shas.enqueue, depth).await?;
+        prefill(&raw_cons, &keys, depth).await?;
         let prefill_seconds = t.elapsed().as_secs_f64();
         let after = used_memory(&mut con).await?;
         let per_job = after.saturating_sub(before) as f64 / depth as f64;
-        let record_len = "1:0:5:1764460000000:1764460000000:".len() + stored_body().len();
+        let record_len = Record {
+            priority: PRIORITY,
+            attempts: 0,
+            max_attempts: MAX_ATTEMPTS,
+            enqueued_at_ms: 1_764_460_000_000,
+            ready_at_ms: 1_764_460_000_000,
+            task: TASK,
+            args: &args_json(),
+        }
+        .encode()
+        .len();
         let m = MemoryResult {
             depth,
             prefill_seconds,
@@ -1969,7 +1903,6 @@ async fn run(args: Args) -> Result<()> {
                 let load = Arc::new(Raw {
                     cons: raw_cons.clone(),
                     keys: keys.clone(),
-                    shas: shas.clone(),
                     op,
                     body: stored_body(),
                 });
@@ -2575,7 +2508,7 @@ fn markdown(results: &serde_json::Value, args: &Args, targets: &[Target]) -> Str
                                 .sum()
                         })
                         .unwrap_or(0.0);
-                    format!("{:.2} µs", us(r, "evalsha") - inner)
+                    format!("{:.2} µs", us(r, "fcall") - inner)
                 })
                 .collect(),
         ));

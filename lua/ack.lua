@@ -1,19 +1,14 @@
--- Acknowledges finished jobs: each one and its record are deleted.
--- ARGV[2..] pairs of id, lease token
+-- ack: acknowledges finished jobs; each one with its current lease token
+-- is deleted with everything kept about it.
+-- KEYS: processing, jobs, leases, errors
+-- ARGV: pairs of id, lease token
 -- Returns: one status per pair, in order: 'OK', 'LEASE_LOST' (the token is
 --   not the job's current lease) or 'NOT_FOUND' (no such job).
-local out = {}
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local lease, problem = current_lease(id, ARGV[i + 1])
-  if lease then
-    redis.call('ZREM', PROCESSING, id)
-    redis.call('HDEL', LEASES, id)
-    redis.call('HDEL', JOBS, id)
-    redis.call('HDEL', ERRORS, id)
-    out[#out + 1] = 'OK'
-  else
-    out[#out + 1] = problem
+redis.register_function('ack_' .. VERSION, function(keys, argv)
+  local q = {processing = keys[1], jobs = keys[2], leases = keys[3], errors = keys[4]}
+  local out = {}
+  for i = 1, #argv, 2 do
+    out[#out + 1] = ack_one(q, argv[i], argv[i + 1])
   end
-end
-return out
+  return out
+end)

@@ -1,18 +1,25 @@
--- Deletes a job that nobody is working on.
--- ARGV[2] id  ARGV[3] 'dead' to delete only a dead job, 'any' otherwise
+-- delete: deletes a job that nobody is working on.
+-- KEYS: pending, scheduled, processing, dead, jobs, errors
+-- ARGV[1] id, ARGV[2] 'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
-local id = ARGV[2]
-if redis.call('HEXISTS', JOBS, id) == 0 then fail('NOT_FOUND') end
-if ARGV[3] == 'dead' then
-  if not redis.call('ZSCORE', DEAD, id) then fail('CONFLICT') end
-elseif redis.call('ZSCORE', PROCESSING, id) then
-  fail('CONFLICT')
-end
-redis.call('ZREM', PENDING, id)
-redis.call('ZREM', SCHEDULED, id)
-redis.call('ZREM', DEAD, id)
-redis.call('HDEL', JOBS, id)
-redis.call('HDEL', ERRORS, id)
-return 1
+redis.register_function('delete_' .. VERSION, function(keys, argv)
+  local q = {
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
+    jobs = keys[5], errors = keys[6],
+  }
+  local id = argv[1]
+  if redis.call('HEXISTS', q.jobs, id) == 0 then fail('NOT_FOUND') end
+  if argv[2] == 'dead' then
+    if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
+  elseif redis.call('ZSCORE', q.processing, id) then
+    fail('CONFLICT')
+  end
+  redis.call('ZREM', q.pending, id)
+  redis.call('ZREM', q.scheduled, id)
+  redis.call('ZREM', q.dead, id)
+  redis.call('HDEL', q.jobs, id)
+  redis.call('HDEL', q.errors, id)
+  return 1
+end)

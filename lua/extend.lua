@@ -1,10 +1,14 @@
--- Moves a lease's deadline to now + lease_ms; the token stays the same.
--- ARGV[2] id  ARGV[3] lease token  ARGV[4] lease_ms
--- Returns: the job's view.
+-- extend: moves a lease's deadline to now + lease_ms; the token stays.
+-- KEYS: processing, jobs, leases, errors
+-- ARGV[1] id, ARGV[2] lease token, ARGV[3] lease_ms
+-- Returns: {id, record, 'processing', deadline, lease, last error}
 -- Errors: NOT_FOUND, LEASE_LOST
-local id = ARGV[2]
-local lease, problem = current_lease(id, ARGV[3])
-if not lease then fail(problem) end
-local deadline = ms(now_ms() + tonumber(ARGV[4]))
-redis.call('ZADD', PROCESSING, 'XX', deadline, id)
-return {id, redis.call('HGET', JOBS, id), 'processing', deadline, lease, redis.call('HGET', ERRORS, id)}
+redis.register_function('extend_' .. VERSION, function(keys, argv)
+  local q = {processing = keys[1], jobs = keys[2], leases = keys[3], errors = keys[4]}
+  local id = argv[1]
+  local lease, problem = current_lease(q, id, argv[2])
+  if not lease then fail(problem) end
+  local deadline = ms(now_ms() + tonumber(argv[3]))
+  redis.call('ZADD', q.processing, 'XX', deadline, id)
+  return {id, redis.call('HGET', q.jobs, id), 'processing', deadline, lease, redis.call('HGET', q.errors, id)}
+end)

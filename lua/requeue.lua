@@ -1,15 +1,20 @@
--- Returns a dead job to pending with its attempts reset, at the tail of its
--- class (or of another class).
--- ARGV[2] id  ARGV[3] new priority ('' keeps it)
--- Returns: the job's view.
--- Errors: NOT_FOUND; CONFLICT when the job is not dead
-local id = ARGV[2]
-local record = redis.call('HGET', JOBS, id)
-if not record then fail('NOT_FOUND') end
-reserve_arrivals(1)
-if redis.call('ZREM', DEAD, id) == 0 then fail('CONFLICT') end
-local job = decode(record)
-job.attempts = 0
-job.prio = tonumber(ARGV[3]) or job.prio
-make_pending(id, job, now_ms())
-return view(id)
+-- requeue: returns a dead job to pending with its attempts reset, at the
+-- tail of its class (or of another class).
+-- KEYS: pending, dead, jobs, errors, seq
+-- ARGV[1] wake channel, ARGV[2] id, ARGV[3] new priority ('' keeps it)
+-- Returns: {id, record, 'pending', false, false, last error}
+-- Errors: NOT_FOUND; CONFLICT when the job is not dead; SEQUENCE_EXHAUSTED
+redis.register_function('requeue_' .. VERSION, function(keys, argv)
+  local q = {pending = keys[1], dead = keys[2], jobs = keys[3], errors = keys[4], seq = keys[5], wake = argv[1]}
+  local id = argv[2]
+  local record = redis.call('HGET', q.jobs, id)
+  if not record then fail('NOT_FOUND') end
+  if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
+  must_reserve_arrivals(q, 1)
+  redis.call('ZREM', q.dead, id)
+  local job = decode(record)
+  job.attempts = 0
+  job.prio = tonumber(argv[3]) or job.prio
+  make_pending(q, id, job, now_ms())
+  return {id, redis.call('HGET', q.jobs, id), 'pending', false, false, redis.call('HGET', q.errors, id)}
+end)

@@ -1,6 +1,7 @@
 //! The lease sweeper every instance runs: takes back expired leases and
 //! promotes due scheduled jobs, queue by queue, in bounded batches. Each
-//! batch is one script, so any number of instances may sweep at once.
+//! batch is one function call, so any number of instances may sweep at
+//! once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::queue::{Broker, Result};
 
-/// Jobs one script call moves at most.
+/// Leases one call takes back, and due jobs it promotes, at most.
 const BATCH: u32 = 100;
 /// Batches per queue and pass, so one busy queue cannot hold up the rest.
 const MAX_BATCHES: u32 = 50;
@@ -46,19 +47,24 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
     }
 }
 
-/// One pass over every known queue.
+/// One pass over every known queue: one call per queue, more while a call
+/// comes back with a full batch.
 pub async fn sweep(broker: &Broker, shutdown: &CancellationToken) -> Result<()> {
     for queue in broker.queues().await? {
         for _ in 0..MAX_BATCHES {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let (reclaimed, dead) = broker.reclaim(&queue, BATCH).await?;
-            if reclaimed > 0 {
-                tracing::info!(queue, reclaimed, dead, "took back expired leases");
+            let swept = broker.sweep(&queue, BATCH).await?;
+            if swept.reclaimed > 0 {
+                tracing::info!(
+                    queue,
+                    reclaimed = swept.reclaimed,
+                    dead = swept.dead,
+                    "took back expired leases"
+                );
             }
-            let promoted = broker.promote(&queue, BATCH).await?;
-            if reclaimed < u64::from(BATCH) && promoted < u64::from(BATCH) {
+            if swept.reclaimed < u64::from(BATCH) && swept.promoted < u64::from(BATCH) {
                 break;
             }
         }

@@ -30,6 +30,8 @@ pub const JOBS_ACKED: &str = "prioq_jobs_acked_total";
 pub const JOBS_NACKED: &str = "prioq_jobs_nacked_total";
 pub const LEASES_EXPIRED: &str = "prioq_leases_expired_total";
 pub const JOBS_DEAD_LETTERED: &str = "prioq_jobs_dead_lettered_total";
+/// Claims of this instance that found nothing and wait (long polls).
+pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
 const QUEUE_COUNTERS: [&str; 6] = [
@@ -96,6 +98,7 @@ pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
             metrics::counter!(name, "queue" => queue.clone()).increment(0);
         }
     }
+    metrics::gauge!(LONG_POLLS_WAITING).increment(0.0);
     let mut out = metrics_handle().render();
     let classes = || {
         queues

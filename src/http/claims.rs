@@ -11,9 +11,9 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
-use super::jobs::{JobList, JobView, check_delay};
+use super::jobs::{JobView, check_delay};
 use super::params::{JobPath, QueuePath, is_job_id};
-use crate::queue::{AckOutcome, ClaimOptions, Nack};
+use crate::queue::{AckOutcome, ClaimOptions, Nack, QueueError};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -34,7 +34,7 @@ const MAX_TOKEN_CHARS: usize = 200;
 /// How to claim; every field is optional.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"worker": "billing-7", "lease_ms": 60000, "max_jobs": 1, "wait_ms": 0}))]
+#[schema(example = json!({"worker": "billing-7", "lease_ms": 60000, "max_jobs": 1, "wait_ms": 0, "ack": [{"id": "order-1233", "lease_token": "4fJ2kX9qLm0aB7cD1eF3gH-1"}]}))]
 pub struct ClaimRequest {
     /// Who claims, shown on the leased jobs; up to 200 characters.
     #[schema(max_length = 200)]
@@ -49,6 +49,23 @@ pub struct ClaimRequest {
     #[serde(default)]
     #[schema(maximum = 20_000)]
     wait_ms: u64,
+    /// Jobs to acknowledge first, each by the single-ack rules (0 to 1000):
+    /// a worker's finished job and its next claim in one request.
+    #[schema(max_items = 1000)]
+    ack: Option<Vec<AckEntry>>,
+}
+
+/// The leased jobs, and the outcome of each ack the claim brought.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}], "acked": [{"id": "order-1233", "status": 204}]}))]
+pub struct ClaimResponse {
+    /// State `processing`, with their lease tokens; empty when nothing was
+    /// claimable.
+    jobs: Vec<JobView>,
+    /// One result per entry of `ack`, in request order; only when `ack` was
+    /// sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acked: Option<Vec<AckResult>>,
 }
 
 /// Claim jobs.
@@ -57,19 +74,21 @@ pub struct ClaimRequest {
 /// a priority, except for the bulk floor's share, which takes the oldest
 /// job of the least urgent priority. With `wait_ms` the request waits for a
 /// job to become claimable. An empty list means nothing was claimable.
+/// With `ack`, those jobs are acknowledged first, in the same step when no
+/// wait is needed, and before any wait begins.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/claim", tag = "leases",
     params(("queue" = String, Path, description = "Queue name")),
     request_body(content = ClaimRequest, description = "May be left out"),
     responses(
-        (status = 200, description = "The leased jobs (state `processing`)", body = JobList),
+        (status = 200, description = "The leased jobs (state `processing`) and the acks' outcomes", body = ClaimResponse),
     )
 )]
 pub async fn claim(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     OptionalJsonBody(request): OptionalJsonBody<ClaimRequest>,
-) -> Result<axum::Json<JobList>> {
+) -> Result<axum::Json<ClaimResponse>> {
     let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
     if !LEASE_MS.contains(&lease_ms) {
         return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
@@ -89,19 +108,31 @@ pub async fn claim(
             "must be at most 200 characters",
         ));
     }
+    let acks = match &request.ack {
+        Some(entries) if entries.len() > MAX_ACKS => {
+            return Err(ApiError::validation("ack", "must hold 0 to 1000 entries"));
+        }
+        Some(entries) => check_ack_entries("ack", entries)?,
+        None => Vec::new(),
+    };
     let options = ClaimOptions {
         worker: request.worker.filter(|w| !w.is_empty()),
         lease_ms,
         max_jobs,
         wait: Duration::from_millis(request.wait_ms),
+        acks,
     };
     let queue = path.queue.as_str();
-    let jobs = state.broker.claim(queue, &options, &state.shutdown).await?;
-    Ok(axum::Json(JobList {
-        jobs: jobs
+    let claimed = state.broker.claim(queue, options, &state.shutdown).await?;
+    Ok(axum::Json(ClaimResponse {
+        jobs: claimed
+            .jobs
             .into_iter()
             .map(|job| JobView::new(queue, job))
             .collect(),
+        acked: request
+            .ack
+            .map(|entries| ack_results(entries, claimed.acked)),
     }))
 }
 
@@ -142,17 +173,15 @@ pub async fn ack(
     JsonBody(request): JsonBody<AckRequest>,
 ) -> Result<StatusCode> {
     check_token("lease_token", &request.lease_token)?;
-    let outcome = state
-        .broker
-        .ack(
-            path.queue.as_str(),
-            &[(path.id.as_str(), &request.lease_token)],
-        )
-        .await?;
+    let lease = (path.id.as_str().to_owned(), request.lease_token);
+    let outcome = state.broker.ack(path.queue.as_str(), vec![lease]).await?;
     match outcome.first() {
         Some(AckOutcome::Acked) => Ok(StatusCode::NO_CONTENT),
         Some(AckOutcome::LeaseLost) => Err(ApiError::LeaseLost),
-        _ => Err(ApiError::NotFound("no such job".into())),
+        Some(AckOutcome::NotFound) => Err(ApiError::NotFound("no such job".into())),
+        None => Err(ApiError::from(QueueError::Unknown(anyhow::anyhow!(
+            "the ack function answered nothing"
+        )))),
     }
 }
 
@@ -210,23 +239,35 @@ pub async fn ack_many(
     if !(1..=MAX_ACKS).contains(&request.jobs.len()) {
         return Err(ApiError::validation("jobs", "must hold 1 to 1000 entries"));
     }
-    for (i, entry) in request.jobs.iter().enumerate() {
-        if !is_job_id(&entry.id) {
-            return Err(ApiError::validation(
-                format!("jobs[{i}].id"),
-                "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
-            ));
-        }
-        check_token(&format!("jobs[{i}].lease_token"), &entry.lease_token)?;
-    }
-    let leases: Vec<(&str, &str)> = request
-        .jobs
+    let leases = check_ack_entries("jobs", &request.jobs)?;
+    let outcomes = state.broker.ack(path.queue.as_str(), leases).await?;
+    Ok(axum::Json(AckManyResponse {
+        results: ack_results(request.jobs, outcomes),
+    }))
+}
+
+/// Checks every entry of the list named `field`, naming the first bad one;
+/// answers the ids and tokens.
+fn check_ack_entries(field: &str, entries: &[AckEntry]) -> Result<Vec<(String, String)>> {
+    entries
         .iter()
-        .map(|entry| (entry.id.as_str(), entry.lease_token.as_str()))
-        .collect();
-    let outcomes = state.broker.ack(path.queue.as_str(), &leases).await?;
-    let results = request
-        .jobs
+        .enumerate()
+        .map(|(i, entry)| {
+            if !is_job_id(&entry.id) {
+                return Err(ApiError::validation(
+                    format!("{field}[{i}].id"),
+                    "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+                ));
+            }
+            check_token(&format!("{field}[{i}].lease_token"), &entry.lease_token)?;
+            Ok((entry.id.clone(), entry.lease_token.clone()))
+        })
+        .collect()
+}
+
+/// Each entry's outcome as the single ack would have answered it.
+fn ack_results(entries: Vec<AckEntry>, outcomes: Vec<AckOutcome>) -> Vec<AckResult> {
+    entries
         .into_iter()
         .zip(outcomes)
         .map(|(entry, outcome)| {
@@ -241,8 +282,7 @@ pub async fn ack_many(
                 code,
             }
         })
-        .collect();
-    Ok(axum::Json(AckManyResponse { results }))
+        .collect()
 }
 
 /// A heartbeat: keep the lease for `lease_ms` from now.

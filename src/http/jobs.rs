@@ -244,11 +244,11 @@ pub async fn enqueue(
     let job = request.into_new_job("", state.config.max_attempts)?;
     let enqueued = state
         .broker
-        .enqueue(queue, std::slice::from_ref(&job))
+        .enqueue(queue, vec![job])
         .await?
         .pop()
         .ok_or_else(|| {
-            QueueError::Unknown(anyhow::anyhow!("the enqueue script answered nothing"))
+            QueueError::Unknown(anyhow::anyhow!("the enqueue function answered nothing"))
         })?;
     let created = enqueued.created;
     let mut view = JobView::new(queue, enqueued.job);
@@ -293,7 +293,7 @@ pub async fn enqueue_batch(
         .enumerate()
         .map(|(i, job)| job.into_new_job(&format!("jobs[{i}]."), state.config.max_attempts))
         .collect::<Result<Vec<_>>>()?;
-    let enqueued = state.broker.enqueue(queue, &jobs).await?;
+    let enqueued = state.broker.enqueue(queue, jobs).await?;
     let jobs = enqueued
         .into_iter()
         .map(|enqueued| {

@@ -1,8 +1,9 @@
-//! A job as the queue scripts describe it, decoded.
+//! A job as the functions describe it, decoded.
 
 use deadpool_redis::redis::{self, FromRedisValue, Value};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+use super::record::Record;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,21 +40,39 @@ pub struct Job {
     pub dead_at_ms: Option<i64>,
 }
 
-/// The part of a job that never changes, stored as JSON after the record's
-/// header; `args` is kept as the client sent it.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Body<'a> {
-    #[serde(borrow)]
-    pub(crate) task: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    pub(crate) args: &'a RawValue,
+impl Job {
+    /// A job from its id, its record, and what its state adds.
+    pub(crate) fn from_record(
+        id: String,
+        record: &[u8],
+        state: JobState,
+        at_ms: Option<i64>,
+        lease: Option<Lease>,
+        last_error: Option<String>,
+    ) -> Option<Self> {
+        let record = Record::decode(record)?;
+        Some(Self {
+            id,
+            task: record.task.to_owned(),
+            args: RawValue::from_string(record.args.to_owned()).ok()?,
+            priority: record.priority,
+            state,
+            attempts: record.attempts,
+            max_attempts: record.max_attempts,
+            enqueued_at_ms: record.enqueued_at_ms,
+            run_at_ms: at_ms.filter(|_| state == JobState::Scheduled),
+            lease,
+            last_error,
+            dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
+        })
+    }
 }
 
-/// The scripts' job reply: `{id, record, state, state time, lease, last error}`
-/// (see `view` in `lua/common.lua`).
+/// The functions' view of a job: `{id, record, state, state time, lease,
+/// last error}` (see `view` in `lua/library.lua`).
 type RawView = (
     String,
-    String,
+    Vec<u8>,
     String,
     Option<String>,
     Option<String>,
@@ -63,24 +82,20 @@ type RawView = (
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
         let (id, record, state, at, lease, last_error) = RawView::from_redis_value(v)?;
-        decode(id, &record, &state, at.as_deref(), lease, last_error)
+        decode_view(id, &record, &state, at.as_deref(), lease, last_error)
             .ok_or_else(|| String::from("malformed job record").into())
     }
 }
 
-fn decode(
+fn decode_view(
     id: String,
-    record: &str,
+    record: &[u8],
     state: &str,
     at: Option<&str>,
     lease: Option<String>,
     last_error: Option<String>,
 ) -> Option<Job> {
-    let mut header = record.splitn(6, ':');
-    let mut field = || header.next()?.parse::<i64>().ok();
-    let (priority, attempts, max_attempts, enqueued_at_ms, _ready) =
-        (field()?, field()?, field()?, field()?, field()?);
-    let body: Body<'_> = serde_json::from_str(header.next()?).ok()?;
+    // Scores come back as Redis prints doubles.
     let at_ms = at.and_then(|s| s.parse::<f64>().ok()).map(|ms| ms as i64);
     let state = match state {
         "pending" => JobState::Pending,
@@ -90,29 +105,19 @@ fn decode(
         _ => return None,
     };
     let lease = match (state, lease) {
-        (JobState::Processing, Some(lease)) => {
-            let (token, worker) = lease.split_once(':')?;
-            Some(Lease {
-                token: token.to_owned(),
-                worker: (!worker.is_empty()).then(|| worker.to_owned()),
-                expires_at_ms: at_ms?,
-            })
-        }
+        (JobState::Processing, Some(lease)) => Some(parse_lease(&lease, at_ms?)?),
         _ => None,
     };
-    Some(Job {
-        id,
-        task: body.task.into_owned(),
-        args: body.args.to_owned(),
-        priority: u8::try_from(priority).ok()?,
-        state,
-        attempts: u32::try_from(attempts).ok()?,
-        max_attempts: u32::try_from(max_attempts).ok()?,
-        enqueued_at_ms,
-        run_at_ms: at_ms.filter(|_| state == JobState::Scheduled),
-        lease,
-        last_error,
-        dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
+    Job::from_record(id, record, state, at_ms, lease, last_error)
+}
+
+/// A `leases` entry, `token:worker`.
+fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
+    let (token, worker) = entry.split_once(':')?;
+    Some(Lease {
+        token: token.to_owned(),
+        worker: (!worker.is_empty()).then(|| worker.to_owned()),
+        expires_at_ms,
     })
 }
 
@@ -120,11 +125,24 @@ fn decode(
 mod tests {
     use super::*;
 
+    fn record(priority: u8) -> Vec<u8> {
+        Record {
+            priority,
+            attempts: 1,
+            max_attempts: 5,
+            enqueued_at_ms: 1_700_000_000_000,
+            ready_at_ms: 1_700_000_000_500,
+            task: "t:x",
+            args: r#"{"a":[1,2]}"#,
+        }
+        .encode()
+    }
+
     #[test]
-    fn decodes_a_processing_record() {
-        let job = decode(
+    fn decodes_a_processing_view() {
+        let job = decode_view(
             "j1".into(),
-            r#"3:1:5:1700000000000:1700000000500:{"task":"t:x","args":{"a":[1,2]}}"#,
+            &record(3),
             "processing",
             Some("1700000060000"),
             Some("tok-1:worker:7".into()),
@@ -144,18 +162,8 @@ mod tests {
     }
 
     #[test]
-    fn rejects_a_malformed_record() {
-        assert!(decode("j".into(), "3:1:{}", "pending", None, None, None).is_none());
-        assert!(
-            decode(
-                "j".into(),
-                "300:0:5:1:1:{\"task\":\"t\",\"args\":1}",
-                "pending",
-                None,
-                None,
-                None
-            )
-            .is_none()
-        );
+    fn rejects_a_malformed_view() {
+        assert!(decode_view("j".into(), b"3:1:{}", "pending", None, None, None).is_none());
+        assert!(decode_view("j".into(), &record(3), "lost", None, None, None).is_none());
     }
 }

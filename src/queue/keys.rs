@@ -1,49 +1,80 @@
 //! Every Redis key and channel name prioq uses, built in one place.
 //!
-//! All keys of queue `q` carry the hash tag `{q}`, so each queue script
-//! touches one slot and queues spread over a Redis Cluster's shards. The
-//! registry of queue names is the one key outside any queue's slot, and no
-//! script touches it.
+//! All keys of queue `q` are `PREFIX:{q}:NAME`: the hash tag `{q}` puts
+//! them in one slot, so each function call touches one slot and queues
+//! spread over a Redis Cluster's shards. The registry of queue names is the
+//! one key outside any queue's slot, and no function touches it.
 
-/// The keys of one queue, in the order every queue script expects them as
-/// `KEYS` (see `lua/common.lua`).
+/// One key of a queue; what each holds is in `lua/library.lua`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Pending,
+    Scheduled,
+    Processing,
+    Dead,
+    Jobs,
+    Leases,
+    Errors,
+    Seq,
+    Floor,
+}
+
+impl Key {
+    pub const ALL: [Self; 9] = [
+        Self::Pending,
+        Self::Scheduled,
+        Self::Processing,
+        Self::Dead,
+        Self::Jobs,
+        Self::Leases,
+        Self::Errors,
+        Self::Seq,
+        Self::Floor,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Scheduled => "scheduled",
+            Self::Processing => "processing",
+            Self::Dead => "dead",
+            Self::Jobs => "jobs",
+            Self::Leases => "leases",
+            Self::Errors => "errors",
+            Self::Seq => "seq",
+            Self::Floor => "floor",
+        }
+    }
+}
+
+/// The key names of one queue, built once.
 #[derive(Debug, Clone)]
-pub(crate) struct QueueKeys {
+pub struct QueueKeys {
     keys: [String; 9],
     wake: String,
 }
 
 impl QueueKeys {
-    pub(crate) fn new(prefix: &str, queue: &str) -> Self {
+    pub fn new(prefix: &str, queue: &str) -> Self {
         let key = |name: &str| format!("{prefix}:{{{queue}}}:{name}");
         Self {
-            keys: [
-                key("pending"),
-                key("scheduled"),
-                key("processing"),
-                key("dead"),
-                key("jobs"),
-                key("leases"),
-                key("errors"),
-                key("seq"),
-                key("floor"),
-            ],
+            keys: Key::ALL.map(|k| key(k.name())),
             wake: key("wake"),
         }
     }
 
-    pub(crate) fn all(&self) -> &[String; 9] {
-        &self.keys
+    pub fn key(&self, key: Key) -> &str {
+        &self.keys[key as usize]
     }
 
     /// The pub/sub channel told when the queue's pending set stops being empty.
-    pub(crate) fn wake_channel(&self) -> &str {
+    pub fn wake_channel(&self) -> &str {
         &self.wake
     }
 }
 
 /// The set of every queue name that has ever had a job.
-pub(crate) fn registry(prefix: &str) -> String {
+pub fn registry(prefix: &str) -> String {
     format!("{prefix}:queues")
 }
 
@@ -67,9 +98,10 @@ mod tests {
     #[test]
     fn every_key_of_a_queue_carries_its_hash_tag() {
         let keys = QueueKeys::new("prioq", "emails");
-        assert!(keys.all().iter().all(|k| k.contains("{emails}")));
+        assert!(Key::ALL.iter().all(|k| keys.key(*k).contains("{emails}")));
         assert!(keys.wake_channel().contains("{emails}"));
         assert!(!registry("prioq").contains('{'));
+        assert_eq!(keys.key(Key::Floor), "prioq:{emails}:floor");
     }
 
     #[test]

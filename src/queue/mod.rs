@@ -1,35 +1,42 @@
 //! The queue's semantics over Redis: one function per operation, each one
-//! script call (one round trip). No HTTP types in here.
+//! call of a Redis function (`library`). Enqueues, claims and acks of one
+//! queue are sent in batches when they arrive together (`lane`). No HTTP
+//! types in here.
 
 mod backend;
+mod batches;
 mod job;
-pub(crate) mod keys;
-mod scripts;
+pub mod keys;
+mod lane;
+pub mod library;
+pub mod record;
 pub(crate) mod wake;
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, FromRedisValue, Script, ScriptInvocation};
-
+use deadpool_redis::redis::{self, Cmd, FromRedisValue};
+use metrics::Counter;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
-use backend::RedisConnection;
 pub use backend::{RedisPool, RedisSettings};
-use job::Body;
+pub use batches::Claimed;
+use batches::{AckBatch, ClaimBatch, ClaimEntry, EnqueueBatch, OutgoingJob};
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
+use lane::Lane;
+use library::{Function, LIBRARY};
 use wake::Waiters;
 
 /// How long a waiting claim sleeps at most before it looks again on its
 /// own, in case a wake-up was lost with a dropped subscription.
 const RECHECK_INTERVAL: Duration = Duration::from_secs(5);
-/// Due scheduled jobs a claim promotes before it takes its own.
-const CLAIM_PROMOTE_BATCH: u32 = 100;
+/// Queues whose lanes this instance keeps before it drops the idle ones.
+const KEPT_LANES: usize = 1024;
 
 /// What went wrong with a queue operation.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +59,20 @@ pub enum QueueError {
     Unknown(#[source] anyhow::Error),
 }
 
+impl QueueError {
+    /// The same error for another request of the same failed call.
+    fn duplicate(&self) -> Self {
+        match self {
+            Self::NotFound => Self::NotFound,
+            Self::LeaseLost => Self::LeaseLost,
+            Self::Conflict => Self::Conflict,
+            Self::SequenceExhausted => Self::SequenceExhausted,
+            Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
+            Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
+        }
+    }
+}
+
 impl From<redis::RedisError> for QueueError {
     fn from(error: redis::RedisError) -> Self {
         match error.code() {
@@ -59,10 +80,19 @@ impl From<redis::RedisError> for QueueError {
             Some("LEASE_LOST") => Self::LeaseLost,
             Some("CONFLICT") => Self::Conflict,
             Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
+            _ if library::is_too_old(&error) => Self::Unknown(
+                anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
+            ),
             // Nothing was sent on a connection that could not be made.
             _ if error.is_connection_refusal() => Self::Unavailable(error.into()),
             _ => Self::Unknown(error.into()),
         }
+    }
+}
+
+impl From<redis::ParsingError> for QueueError {
+    fn from(error: redis::ParsingError) -> Self {
+        Self::Unknown(anyhow::Error::new(error).context("unexpected reply from Redis"))
     }
 }
 
@@ -96,6 +126,8 @@ pub struct ClaimOptions {
     pub max_jobs: u32,
     /// How long to wait for a job when none is claimable.
     pub wait: Duration,
+    /// Jobs to acknowledge before claiming: id and lease token.
+    pub acks: Vec<(String, String)>,
 }
 
 /// How a worker gives a job back.
@@ -113,6 +145,19 @@ pub enum AckOutcome {
     Acked,
     LeaseLost,
     NotFound,
+}
+
+impl AckOutcome {
+    fn parse(status: &str) -> Result<Self> {
+        match status {
+            "OK" => Ok(Self::Acked),
+            "LEASE_LOST" => Ok(Self::LeaseLost),
+            "NOT_FOUND" => Ok(Self::NotFound),
+            other => Err(QueueError::Unknown(anyhow::anyhow!(
+                "unexpected ack status {other:?}"
+            ))),
+        }
+    }
 }
 
 /// A queue's depth by state, and per priority class.
@@ -134,9 +179,20 @@ pub struct ClassStats {
     pub oldest_age_ms: u64,
 }
 
-/// The stats script's reply: counts by state, then
+/// The stats function's reply: counts by state, then
 /// `(priority, pending, oldest age ms)` per class.
 type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>);
+
+/// What one sweep of a queue did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Expired leases taken back.
+    pub reclaimed: u64,
+    /// Of those, jobs whose attempts were used up: dead-lettered.
+    pub dead: u64,
+    /// Due scheduled jobs made pending.
+    pub promoted: u64,
+}
 
 /// One page of dead jobs.
 #[derive(Debug)]
@@ -157,12 +213,81 @@ pub struct BrokerConfig {
     pub bulk_floor: f64,
 }
 
+/// The Redis connections, calling the library's functions.
+#[derive(Debug)]
+pub(crate) struct Redis {
+    pool: RedisPool,
+}
+
+impl Redis {
+    /// Sends `cmd` (an `FCALL`); when the function is missing there (a
+    /// fresh Redis, a failover), loads the library and sends it once more.
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let mut conn = self.pool.get().await.map_err(QueueError::Unavailable)?;
+        let value = match cmd.query_async(&mut conn).await {
+            Err(error) if library::is_function_missing(&error) => {
+                LIBRARY
+                    .load_command()
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .map_err(|error| {
+                        QueueError::Unknown(
+                            anyhow::Error::new(error)
+                                .context("cannot load prioq's Redis functions"),
+                        )
+                    })?;
+                tracing::info!(library = LIBRARY.name(), "loaded the Redis functions");
+                cmd.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        Ok(T::from_redis_value(value)?)
+    }
+}
+
+/// Per-queue counters of this instance.
+#[derive(Debug)]
+struct QueueCounters {
+    enqueued: Counter,
+    claimed: Counter,
+    acked: Counter,
+    nacked: Counter,
+    leases_expired: Counter,
+    dead_lettered: Counter,
+}
+
+impl QueueCounters {
+    fn new(queue: &str) -> Self {
+        let counter = |name: &'static str| metrics::counter!(name, "queue" => queue.to_owned());
+        Self {
+            enqueued: counter(telemetry::JOBS_ENQUEUED),
+            claimed: counter(telemetry::JOBS_CLAIMED),
+            acked: counter(telemetry::JOBS_ACKED),
+            nacked: counter(telemetry::JOBS_NACKED),
+            leases_expired: counter(telemetry::LEASES_EXPIRED),
+            dead_lettered: counter(telemetry::JOBS_DEAD_LETTERED),
+        }
+    }
+}
+
+/// What this instance keeps per queue: key names, counters, and the lanes
+/// of the batched operations.
+#[derive(Debug)]
+struct QueueLanes {
+    keys: Arc<QueueKeys>,
+    counters: QueueCounters,
+    enqueue: Arc<Lane<EnqueueBatch>>,
+    claim: Arc<Lane<ClaimBatch>>,
+    ack: Arc<Lane<AckBatch>>,
+}
+
 /// prioq's queues in one Redis.
 #[derive(Debug)]
 pub struct Broker {
-    pool: RedisPool,
+    redis: Arc<Redis>,
     config: BrokerConfig,
     waiters: Arc<Waiters>,
+    lanes: Mutex<HashMap<String, Arc<QueueLanes>>>,
     /// Queues this instance has put in the registry.
     registered: Mutex<HashSet<String>>,
 }
@@ -170,9 +295,10 @@ pub struct Broker {
 impl Broker {
     pub fn new(pool: RedisPool, config: BrokerConfig) -> Self {
         Self {
-            pool,
+            redis: Arc::new(Redis { pool }),
             config,
             waiters: Arc::default(),
+            lanes: Mutex::default(),
             registered: Mutex::default(),
         }
     }
@@ -181,67 +307,161 @@ impl Broker {
         Arc::clone(&self.waiters)
     }
 
-    /// Adds jobs in order, each idempotent by its id.
-    pub async fn enqueue(&self, queue: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let mut bodies = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let body = Body {
-                task: job.task.as_str().into(),
-                args: &job.args,
-            };
-            bodies.push(serde_json::to_string(&body).map_err(|e| QueueError::Unknown(e.into()))?);
+    fn lanes(&self, queue: &str) -> Arc<QueueLanes> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(lane) = lanes.get(queue) {
+            return Arc::clone(lane);
         }
-        self.register(queue).await?;
-        let replies: Vec<(i64, Job)> = self
-            .call(&scripts::ENQUEUE, queue, |call| {
-                call.arg(jobs.len());
-                for (job, body) in jobs.iter().zip(&bodies) {
-                    let id = job
-                        .id
-                        .clone()
-                        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-                    call.arg(id)
-                        .arg(job.priority)
-                        .arg(job.delay_ms)
-                        .arg(job.max_attempts)
-                        .arg(body);
-                }
-            })
-            .await?;
-        let created = replies.iter().filter(|(created, _)| *created == 1).count();
-        metrics::counter!(telemetry::JOBS_ENQUEUED, "queue" => queue.to_owned())
-            .increment(created as u64);
-        Ok(replies
-            .into_iter()
-            .map(|(created, job)| Enqueued {
-                job,
-                created: created == 1,
-            })
-            .collect())
+        if lanes.len() >= KEPT_LANES {
+            // Held elsewhere only while a request or a call uses it.
+            lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
+        }
+        let keys = Arc::new(QueueKeys::new(&self.config.key_prefix, queue));
+        let timeout = self.config.redis_timeout;
+        let redis = &self.redis;
+        let lane = Arc::new(QueueLanes {
+            counters: QueueCounters::new(queue),
+            enqueue: Arc::new(Lane::new(
+                EnqueueBatch {
+                    redis: Arc::clone(redis),
+                    keys: Arc::clone(&keys),
+                },
+                timeout,
+            )),
+            claim: Arc::new(Lane::new(
+                ClaimBatch {
+                    redis: Arc::clone(redis),
+                    keys: Arc::clone(&keys),
+                    floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
+                },
+                timeout,
+            )),
+            ack: Arc::new(Lane::new(
+                AckBatch {
+                    redis: Arc::clone(redis),
+                    keys: Arc::clone(&keys),
+                },
+                timeout,
+            )),
+            keys,
+        });
+        lanes.insert(queue.to_owned(), Arc::clone(&lane));
+        lane
     }
 
-    /// Leases up to `max_jobs` jobs; with a wait, answers as soon as one is
-    /// claimable, when the wait is over, or at `shutdown` (with what it has).
+    /// Adds jobs in order, each idempotent by its id.
+    pub async fn enqueue(&self, queue: &str, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let outgoing = jobs
+            .iter()
+            .map(|job| OutgoingJob {
+                id: job.id.clone().unwrap_or_else(record::new_id),
+                priority: job.priority,
+                delay_ms: job.delay_ms,
+                max_attempts: job.max_attempts,
+                body: record::body(&job.task, job.args.get()),
+            })
+            .collect::<Vec<_>>();
+        let ids: Vec<String> = outgoing.iter().map(|job| job.id.clone()).collect();
+        self.register(queue).await?;
+        let lanes = self.lanes(queue);
+        let reply = lanes.enqueue.submit(outgoing).await?;
+        let now = reply.now_ms;
+        let enqueued: Vec<Enqueued> = jobs
+            .into_iter()
+            .zip(ids)
+            .zip(reply.known)
+            .map(|((new, id), known)| match known {
+                Some(job) => Enqueued {
+                    job,
+                    created: false,
+                },
+                None => {
+                    let delay = i64::try_from(new.delay_ms).unwrap_or(i64::MAX);
+                    Enqueued {
+                        job: Job {
+                            id,
+                            task: new.task,
+                            args: new.args,
+                            priority: new.priority,
+                            state: if delay > 0 {
+                                JobState::Scheduled
+                            } else {
+                                JobState::Pending
+                            },
+                            attempts: 0,
+                            max_attempts: new.max_attempts,
+                            enqueued_at_ms: now,
+                            run_at_ms: (delay > 0).then(|| now + delay),
+                            lease: None,
+                            last_error: None,
+                            dead_at_ms: None,
+                        },
+                        created: true,
+                    }
+                }
+            })
+            .collect();
+        let created = enqueued.iter().filter(|e| e.created).count();
+        lanes.counters.enqueued.increment(created as u64);
+        Ok(enqueued)
+    }
+
+    /// Acknowledges the jobs `options.acks` names, then leases up to
+    /// `max_jobs` jobs; with a wait, answers as soon as one is claimable,
+    /// when the wait is over, or at `shutdown` (with what it has). The acks
+    /// are applied before any wait begins.
     pub async fn claim(
         &self,
         queue: &str,
-        options: &ClaimOptions,
+        options: ClaimOptions,
         shutdown: &CancellationToken,
-    ) -> Result<Vec<Job>> {
+    ) -> Result<Claimed> {
+        let lanes = self.lanes(queue);
+        let entry = |acks| ClaimEntry {
+            lease_ms: options.lease_ms,
+            max_jobs: options.max_jobs,
+            worker: options.worker.clone().unwrap_or_default(),
+            acks,
+        };
         if options.wait.is_zero() {
-            return self.claim_now(queue, options).await;
+            let claimed = lanes.claim.submit(entry(options.acks.clone())).await?;
+            count_claim(&lanes.counters, &claimed);
+            return Ok(claimed);
         }
         let deadline = Instant::now() + options.wait;
         let signal = self.waiters.signal(queue);
+        let mut acks = options.acks.clone();
+        let mut acked = None;
+        let mut waiting = None;
         loop {
             // Listen before looking, so a job arriving in between still wakes us.
             let woken = signal.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let jobs = self.claim_now(queue, options).await?;
-            if !jobs.is_empty() || Instant::now() >= deadline || shutdown.is_cancelled() {
-                return Ok(jobs);
+            let claimed = match lanes.claim.submit(entry(std::mem::take(&mut acks))).await {
+                Ok(claimed) => claimed,
+                // The acks went through on an earlier look: say so, with
+                // no jobs, rather than hide them behind the error.
+                Err(error) => match acked.take() {
+                    Some(acked) => {
+                        tracing::warn!(error = %anyhow::Error::from(error), "a waiting claim could not look again");
+                        return Ok(Claimed {
+                            acked,
+                            jobs: Vec::new(),
+                        });
+                    }
+                    None => return Err(error),
+                },
+            };
+            count_claim(&lanes.counters, &claimed);
+            let acked_now = acked.get_or_insert(claimed.acked);
+            if !claimed.jobs.is_empty() || Instant::now() >= deadline || shutdown.is_cancelled() {
+                return Ok(Claimed {
+                    acked: std::mem::take(acked_now),
+                    jobs: claimed.jobs,
+                });
             }
+            waiting.get_or_insert_with(Waiting::start);
             let recheck = deadline.min(Instant::now() + RECHECK_INTERVAL);
             tokio::select! {
                 () = woken => {}
@@ -251,109 +471,71 @@ impl Broker {
         }
     }
 
-    async fn claim_now(&self, queue: &str, options: &ClaimOptions) -> Result<Vec<Job>> {
-        let token_prefix = uuid::Uuid::new_v4().simple().to_string();
-        let floor_ppm = (self.config.bulk_floor * 1_000_000.0).round() as u64;
-        let jobs: Vec<Job> = self
-            .call(&scripts::CLAIM, queue, |call| {
-                call.arg(options.lease_ms)
-                    .arg(options.max_jobs)
-                    .arg(options.worker.as_deref().unwrap_or(""))
-                    .arg(&token_prefix)
-                    .arg(floor_ppm)
-                    .arg(CLAIM_PROMOTE_BATCH);
-            })
-            .await?;
-        metrics::counter!(telemetry::JOBS_CLAIMED, "queue" => queue.to_owned())
-            .increment(jobs.len() as u64);
-        Ok(jobs)
-    }
-
     /// Acknowledges finished jobs, each on its own terms.
-    pub async fn ack(&self, queue: &str, leases: &[(&str, &str)]) -> Result<Vec<AckOutcome>> {
-        let replies: Vec<String> = self
-            .call(&scripts::ACK, queue, |call| {
-                for (id, token) in leases {
-                    call.arg(*id).arg(*token);
-                }
-            })
-            .await?;
-        let outcomes: Vec<AckOutcome> = replies
-            .iter()
-            .map(|reply| match reply.as_str() {
-                "OK" => AckOutcome::Acked,
-                "LEASE_LOST" => AckOutcome::LeaseLost,
-                _ => AckOutcome::NotFound,
-            })
-            .collect();
+    pub async fn ack(&self, queue: &str, leases: Vec<(String, String)>) -> Result<Vec<AckOutcome>> {
+        let lanes = self.lanes(queue);
+        let outcomes = lanes.ack.submit(leases).await?;
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
-        metrics::counter!(telemetry::JOBS_ACKED, "queue" => queue.to_owned())
-            .increment(acked as u64);
+        lanes.counters.acked.increment(acked as u64);
         Ok(outcomes)
     }
 
     /// Moves a lease's deadline to `lease_ms` from now.
     pub async fn extend(&self, queue: &str, id: &str, token: &str, lease_ms: u64) -> Result<Job> {
-        self.call(&scripts::EXTEND, queue, |call| {
-            call.arg(id).arg(token).arg(lease_ms);
-        })
-        .await
+        let mut cmd = LIBRARY.call(Function::Extend, &self.lanes(queue).keys);
+        cmd.arg(id).arg(token).arg(lease_ms);
+        self.call(&cmd).await
     }
 
     /// Ends a lease without success.
     pub async fn nack(&self, queue: &str, id: &str, token: &str, nack: &Nack) -> Result<Job> {
-        let job: Job = self
-            .call(&scripts::NACK, queue, |call| {
-                call.arg(id)
-                    .arg(token)
-                    .arg(nack.delay_ms)
-                    .arg(if nack.dead { "1" } else { "0" })
-                    .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
-                    .arg(if nack.error.is_some() { "1" } else { "0" })
-                    .arg(nack.error.as_deref().unwrap_or(""));
-            })
-            .await?;
-        metrics::counter!(telemetry::JOBS_NACKED, "queue" => queue.to_owned()).increment(1);
+        let lanes = self.lanes(queue);
+        let mut cmd = LIBRARY.call(Function::Nack, &lanes.keys);
+        cmd.arg(id)
+            .arg(token)
+            .arg(nack.delay_ms)
+            .arg(if nack.dead { "1" } else { "0" })
+            .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
+            .arg(if nack.error.is_some() { "1" } else { "0" })
+            .arg(nack.error.as_deref().unwrap_or(""));
+        let job: Job = self.call(&cmd).await?;
+        lanes.counters.nacked.increment(1);
         if job.state == JobState::Dead {
-            metrics::counter!(telemetry::JOBS_DEAD_LETTERED, "queue" => queue.to_owned())
-                .increment(1);
+            lanes.counters.dead_lettered.increment(1);
         }
         Ok(job)
     }
 
     /// One job in any state.
     pub async fn job(&self, queue: &str, id: &str) -> Result<Job> {
-        let job: Option<Job> = self
-            .call(&scripts::JOB, queue, |call| {
-                call.arg(id);
-            })
-            .await?;
+        let mut cmd = LIBRARY.call(Function::Job, &self.lanes(queue).keys);
+        cmd.arg(id);
+        let job: Option<Job> = self.call(&cmd).await?;
         job.ok_or(QueueError::NotFound)
     }
 
     /// Deletes a pending, scheduled or dead job.
     pub async fn delete(&self, queue: &str, id: &str) -> Result<()> {
-        self.call(&scripts::DELETE, queue, |call| {
-            call.arg(id).arg("any");
-        })
-        .await
+        self.delete_as(queue, id, "any").await
     }
 
     /// Deletes a dead job.
     pub async fn delete_dead(&self, queue: &str, id: &str) -> Result<()> {
-        self.call(&scripts::DELETE, queue, |call| {
-            call.arg(id).arg("dead");
-        })
-        .await
+        self.delete_as(queue, id, "dead").await
+    }
+
+    async fn delete_as(&self, queue: &str, id: &str, mode: &str) -> Result<()> {
+        let mut cmd = LIBRARY.call(Function::Delete, &self.lanes(queue).keys);
+        cmd.arg(id).arg(mode);
+        self.call::<i64>(&cmd).await.map(drop)
     }
 
     /// Returns a dead job to pending with its attempts reset.
     pub async fn requeue(&self, queue: &str, id: &str, priority: Option<u8>) -> Result<Job> {
-        self.call(&scripts::REQUEUE, queue, |call| {
-            call.arg(id)
-                .arg(priority.map(|p| p.to_string()).unwrap_or_default());
-        })
-        .await
+        let mut cmd = LIBRARY.call(Function::Requeue, &self.lanes(queue).keys);
+        cmd.arg(id)
+            .arg(priority.map(|p| p.to_string()).unwrap_or_default());
+        self.call(&cmd).await
     }
 
     /// One page of the DLQ, most recently dead first. `cursor` is a previous
@@ -364,15 +546,13 @@ impl Broker {
         limit: u32,
         cursor: Option<&DeadCursor>,
     ) -> Result<DeadPage> {
-        let (total, mut jobs): (u64, Vec<Job>) = self
-            .call(&scripts::DEAD_JOBS, queue, |call| {
-                call.arg(limit);
-                match cursor {
-                    Some(cursor) => call.arg(cursor.dead_at_ms).arg(&cursor.id),
-                    None => call.arg("").arg(""),
-                };
-            })
-            .await?;
+        let mut cmd = LIBRARY.call(Function::DeadJobs, &self.lanes(queue).keys);
+        cmd.arg(limit);
+        match cursor {
+            Some(cursor) => cmd.arg(cursor.dead_at_ms).arg(&cursor.id),
+            None => cmd.arg("").arg(""),
+        };
+        let (total, mut jobs): (u64, Vec<Job>) = self.call(&cmd).await?;
         let more = jobs.len() > limit as usize;
         jobs.truncate(limit as usize);
         let next_cursor = jobs.last().filter(|_| more).and_then(|job| {
@@ -393,8 +573,9 @@ impl Broker {
 
     /// A queue's counts; a queue never used has zeros.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        let cmd = LIBRARY.call(Function::Stats, &self.lanes(queue).keys);
         let (pending, scheduled, processing, expired_leases, dead, classes): RawStats =
-            self.call(&scripts::STATS, queue, |_| {}).await?;
+            self.call(&cmd).await?;
         Ok(QueueStats {
             pending,
             scheduled,
@@ -418,21 +599,14 @@ impl Broker {
         if self.registered_queues().contains(queue) {
             return Ok(());
         }
-        let registry = keys::registry(&self.config.key_prefix);
-        self.bounded(async {
-            let mut conn = self.connection().await?;
-            Ok(redis::cmd("SADD")
-                .arg(&registry)
-                .arg(queue)
-                .query_async::<()>(&mut conn)
-                .await?)
-        })
-        .await?;
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(keys::registry(&self.config.key_prefix)).arg(queue);
+        self.call::<()>(&cmd).await?;
         self.registered_queues().insert(queue.to_owned());
         Ok(())
     }
 
-    fn registered_queues(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn registered_queues(&self) -> MutexGuard<'_, HashSet<String>> {
         self.registered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -443,115 +617,82 @@ impl Broker {
     /// back.
     pub async fn queues(&self) -> Result<Vec<String>> {
         let registry = keys::registry(&self.config.key_prefix);
-        let mut queues: Vec<String> = self
-            .bounded(async {
-                let mut conn = self.connection().await?;
-                let mut queues: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(&registry)
-                    .query_async(&mut conn)
-                    .await?;
-                let missing: Vec<String> = {
-                    let known: HashSet<&String> = queues.iter().collect();
-                    let registered = self.registered_queues();
-                    registered
-                        .iter()
-                        .filter(|q| !known.contains(q))
-                        .cloned()
-                        .collect()
-                };
-                if !missing.is_empty() {
-                    tracing::warn!(
-                        ?missing,
-                        "queues were missing from the registry; adding them back"
-                    );
-                    redis::cmd("SADD")
-                        .arg(&registry)
-                        .arg(&missing)
-                        .query_async::<()>(&mut conn)
-                        .await?;
-                    queues.extend(missing);
-                }
-                Ok(queues)
-            })
-            .await?;
+        let mut queues: Vec<String> = self.call(redis::cmd("SMEMBERS").arg(&registry)).await?;
+        let missing: Vec<String> = {
+            let known: HashSet<&String> = queues.iter().collect();
+            let registered = self.registered_queues();
+            registered
+                .iter()
+                .filter(|q| !known.contains(q))
+                .cloned()
+                .collect()
+        };
+        if !missing.is_empty() {
+            tracing::warn!(
+                ?missing,
+                "queues were missing from the registry; adding them back"
+            );
+            self.call::<()>(redis::cmd("SADD").arg(&registry).arg(&missing))
+                .await?;
+            queues.extend(missing);
+        }
         queues.sort_unstable();
         Ok(queues)
     }
 
-    /// Takes back up to `batch` expired leases: `(taken back, dead-lettered)`.
-    pub async fn reclaim(&self, queue: &str, batch: u32) -> Result<(u64, u64)> {
-        let (expired, dead): (u64, u64) = self
-            .call(&scripts::RECLAIM, queue, |call| {
-                call.arg(batch);
-            })
-            .await?;
-        metrics::counter!(telemetry::LEASES_EXPIRED, "queue" => queue.to_owned())
-            .increment(expired);
-        metrics::counter!(telemetry::JOBS_DEAD_LETTERED, "queue" => queue.to_owned())
-            .increment(dead);
-        Ok((expired, dead))
-    }
-
-    /// Moves up to `batch` due scheduled jobs to pending.
-    pub async fn promote(&self, queue: &str, batch: u32) -> Result<u64> {
-        self.call(&scripts::PROMOTE, queue, |call| {
-            call.arg(batch);
+    /// Takes back up to `batch` expired leases and promotes up to `batch`
+    /// due scheduled jobs, in one call.
+    pub async fn sweep(&self, queue: &str, batch: u32) -> Result<Swept> {
+        let lanes = self.lanes(queue);
+        let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
+        cmd.arg(batch);
+        let (reclaimed, dead, promoted) = self.call(&cmd).await?;
+        lanes.counters.leases_expired.increment(reclaimed);
+        lanes.counters.dead_lettered.increment(dead);
+        Ok(Swept {
+            reclaimed,
+            dead,
+            promoted,
         })
-        .await
     }
 
-    /// Whether Redis runs scripts, within a second at most. A script, not
-    /// PING: a Redis that pauses writes (`CLIENT PAUSE WRITE`) answers PING
-    /// but holds every queue script back.
+    /// Whether Redis runs functions that may write, within a second at
+    /// most. A function, not PING: a Redis that pauses writes (`CLIENT
+    /// PAUSE WRITE`) answers PING but holds every queue function back.
     pub async fn ping(&self) -> Result<()> {
         let limit = self.config.redis_timeout.min(Duration::from_secs(1));
-        bounded_by(limit, async {
-            let mut conn = self.connection().await?;
-            Ok(scripts::READY
-                .invoke_async::<_, i64>(&mut conn)
-                .await
-                .map(drop)?)
-        })
-        .await
+        let cmd = LIBRARY.call_keyless(Function::Ready);
+        bounded_by(limit, self.redis.query::<i64>(&cmd))
+            .await
+            .map(drop)
     }
 
-    async fn call<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        queue: &str,
-        args: impl FnOnce(&mut ScriptInvocation<'_>),
-    ) -> Result<T> {
-        self.bounded(async {
-            let mut conn = self.connection().await?;
-            self.invoke(script, queue, &mut conn, args).await
-        })
-        .await
+    /// One call, bounded by the Redis timeout.
+    async fn call<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        bounded_by(self.config.redis_timeout, self.redis.query(cmd)).await
     }
+}
 
-    async fn invoke<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        queue: &str,
-        conn: &mut RedisConnection,
-        args: impl FnOnce(&mut ScriptInvocation<'_>),
-    ) -> Result<T> {
-        let keys = QueueKeys::new(&self.config.key_prefix, queue);
-        let mut invocation = script.prepare_invoke();
-        for key in keys.all() {
-            invocation.key(key);
-        }
-        invocation.arg(keys.wake_channel());
-        args(&mut invocation);
-        Ok(invocation.invoke_async(conn).await?)
-    }
+/// A claim that found nothing and waits, counted while it does.
+struct Waiting;
 
-    async fn connection(&self) -> Result<RedisConnection> {
-        self.pool.get().await.map_err(QueueError::Unavailable)
+impl Waiting {
+    fn start() -> Self {
+        metrics::gauge!(telemetry::LONG_POLLS_WAITING).increment(1);
+        Self
     }
+}
 
-    async fn bounded<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
-        bounded_by(self.config.redis_timeout, operation).await
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::gauge!(telemetry::LONG_POLLS_WAITING).decrement(1);
     }
+}
+
+fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
+    counters.claimed.increment(claimed.jobs.len() as u64);
+    let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
+    counters.acked.increment(acked.count() as u64);
 }
 
 /// Runs a Redis operation, giving up after `limit`: then its effect is

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use prioq::config::Config;
+use prioq::queue::keys::{Key, QueueKeys};
 use serde_json::json;
 
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
@@ -255,6 +256,14 @@ async fn cluster_queues_spread_over_every_shard() {
     for queue in &queues {
         app.enqueue(queue, json!({"task": "t"})).await;
     }
+    let pending_keys: HashSet<String> = queues
+        .iter()
+        .map(|queue| {
+            QueueKeys::new(&app.config.key_prefix, queue)
+                .key(Key::Pending)
+                .to_owned()
+        })
+        .collect();
     let mut shards_used = HashSet::new();
     for url in cluster.urls() {
         let mut conn = redis::Client::open(url.clone())
@@ -262,10 +271,10 @@ async fn cluster_queues_spread_over_every_shard() {
             .get_connection()
             .expect("node");
         let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}:{{spread-*}}:pending", app.config.key_prefix))
+            .arg(format!("{}:*", app.config.key_prefix))
             .query(&mut conn)
             .expect("KEYS");
-        if !keys.is_empty() {
+        if keys.iter().any(|key| pending_keys.contains(key)) {
             shards_used.insert(url);
         }
     }

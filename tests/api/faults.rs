@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::record::Record;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -717,15 +719,20 @@ impl Inventory {
     }
 }
 
-/// Reads queue `queue` of prefix `prefix` from the Redis at `url` (its key
-/// layout is in README, "Keys in Redis").
+/// Reads queue `queue` of prefix `prefix` from the Redis at `url`, through
+/// prioq's own key layout and record format.
 pub(crate) async fn inventory(url: &str, prefix: &str, queue: &str) -> Inventory {
     let mut conn = redis_connection(url).await;
-    let key = |name: &str| format!("{prefix}:{{{queue}}}:{name}");
+    let keys = QueueKeys::new(prefix, queue);
     let mut sets: Vec<(&'static str, Vec<String>)> = Vec::new();
-    for state in ["pending", "scheduled", "processing", "dead"] {
+    for (state, key) in [
+        ("pending", Key::Pending),
+        ("scheduled", Key::Scheduled),
+        ("processing", Key::Processing),
+        ("dead", Key::Dead),
+    ] {
         let members: Vec<String> = redis::cmd("ZRANGE")
-            .arg(key(state))
+            .arg(keys.key(key))
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)
@@ -733,16 +740,21 @@ pub(crate) async fn inventory(url: &str, prefix: &str, queue: &str) -> Inventory
             .expect("ZRANGE");
         sets.push((state, members));
     }
-    let mut hashes: Vec<HashMap<String, String>> = Vec::new();
-    for name in ["jobs", "leases", "errors"] {
+    let records: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+        .arg(keys.key(Key::Jobs))
+        .query_async(&mut conn)
+        .await
+        .expect("HGETALL");
+    let mut texts: Vec<HashMap<String, String>> = Vec::new();
+    for key in [Key::Leases, Key::Errors] {
         let hash = redis::cmd("HGETALL")
-            .arg(key(name))
+            .arg(keys.key(key))
             .query_async(&mut conn)
             .await
             .expect("HGETALL");
-        hashes.push(hash);
+        texts.push(hash);
     }
-    let [records, leases, errors] = <[_; 3]>::try_from(hashes).expect("three hashes");
+    let [leases, errors] = <[_; 2]>::try_from(texts).expect("two hashes");
     let mut inventory = Inventory {
         read_at_ms: now_ms(),
         ..Inventory::default()
@@ -761,20 +773,21 @@ pub(crate) async fn inventory(url: &str, prefix: &str, queue: &str) -> Inventory
         let Some(state) = state_of.get(id.as_str()).copied() else {
             inventory
                 .problems
-                .push(format!("job {id} has a record but no state: {record}"));
+                .push(format!("job {id} has a record but no state: {record:?}"));
             continue;
         };
-        let header: Vec<u64> = record
-            .splitn(6, ':')
-            .take(5)
-            .filter_map(|f| f.parse().ok())
-            .collect();
-        let [_, attempts, max_attempts, _, _] = header[..] else {
+        let Some(Record {
+            attempts,
+            max_attempts,
+            ..
+        }) = Record::decode(record)
+        else {
             inventory
                 .problems
-                .push(format!("job {id} has a malformed record: {record}"));
+                .push(format!("job {id} has a malformed record: {record:?}"));
             continue;
         };
+        let (attempts, max_attempts) = (u64::from(attempts), u64::from(max_attempts));
         let lease = leases.get(id);
         if (state == "processing") != lease.is_some() {
             inventory
@@ -1259,6 +1272,19 @@ async fn redis_restarted_under_load_without_persistence_loses_the_jobs_it_held()
     }
 }
 
+/// A field of `INFO replication` of the Redis at `url`, 0 when absent.
+async fn replication_offset(url: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut redis_connection(url).await)
+        .await
+        .expect("INFO replication");
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|offset| offset.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// A replica promoted after its primary died has only what it had
 /// received. Here the replica stops receiving (it is pointed at a master
 /// that does not exist) before the primary answers an enqueue, an ack and
@@ -1291,20 +1317,25 @@ async fn replica_promoted_after_the_primary_died_lacks_the_writes_it_had_not_rec
         app.ack("failover", &first).await.status,
         StatusCode::NO_CONTENT
     );
-    // All of that reached the replica (once it has synced at all).
+    // All of that reached the replica: its offset caught up with the
+    // primary's. (WAIT on a fresh connection would not tell: it counts the
+    // replicas that have that connection's writes, and it made none.)
     let primary_url = primary.url();
+    until(Duration::from_secs(10), "the replica is online", || async {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut redis_connection(&primary_url).await)
+            .await
+            .expect("INFO replication");
+        info.contains("state=online")
+    })
+    .await;
+    let written = replication_offset(&primary_url, "master_repl_offset").await;
+    let replica_url = replica.url();
     until(
         Duration::from_secs(10),
         "the replica has every write so far",
-        || async {
-            let mut conn = redis_connection(&primary_url).await;
-            let replicas: Result<u64, _> = redis::cmd("WAIT")
-                .arg(1)
-                .arg(100)
-                .query_async(&mut conn)
-                .await;
-            replicas.is_ok_and(|n| n == 1)
-        },
+        || async { replication_offset(&replica_url, "slave_repl_offset").await >= written },
     )
     .await;
 
@@ -1774,7 +1805,8 @@ async fn client_pause_write_answers_503_in_time_and_runs_every_held_script_after
 }
 
 /// Redis paused in `mode` while an enqueue, a claim, an ack, a nack, an
-/// extend and two reads are in flight: each answers 503
+/// extend and two reads are in flight: each write (and, in mode ALL, each
+/// read) answers 503
 /// `backend_unavailable` within the configured timeout (500 ms here) plus
 /// a margin; once Redis resumes, each request has taken effect whole or
 /// not at all, one whose 503 said "no effect" has none, and the client's
@@ -1838,16 +1870,20 @@ async fn stalled_requests_apply_whole_or_not_at_all(
     let answered_within = started.elapsed();
     paused.end().await;
 
-    for (what, answer) in answers
-        .iter()
-        .map(|(w, a)| (*w, a))
-        .chain(reads.iter().map(|r| ("read", r)))
-    {
+    for (what, answer) in answers.iter().map(|(w, a)| (*w, a)) {
         assert_eq!(answer.status, 503, "{mode} {what}: {answer:?}");
         assert_eq!(
             answer.body["code"], "backend_unavailable",
             "{mode} {what}: {answer:?}"
         );
+    }
+    // Reads call functions declared `no-writes`, which a WRITE pause lets
+    // through.
+    for answer in &reads {
+        match mode {
+            "WRITE" => assert_eq!(answer.status, 200, "{mode} read: {answer:?}"),
+            _ => assert_eq!(answer.status, 503, "{mode} read: {answer:?}"),
+        }
     }
     // Readiness runs a script, which a WRITE pause holds back like every
     // queue script: the instance is not ready in either mode.
@@ -2300,27 +2336,23 @@ fn raise_open_files_limit(wanted: u64) -> u64 {
     target
 }
 
-/// Waits until the Redis at `url` has run `count` script calls or more:
-/// with the sweeper idle, every long poll sent has looked for a job once
-/// and waits.
-async fn until_scripts_ran(url: &str, count: u64) {
+/// Waits until `count` long polls of `service` have looked for a job and
+/// wait, as its `prioq_long_polls_waiting` gauge tells.
+async fn until_polls_wait(service: &Service, count: usize) {
+    let http = reqwest::Client::new();
     until(
         Duration::from_secs(30),
         "every poll has looked once and waits",
         || async {
-            // INFO may take a while on a busy machine: then look again.
-            let info: Result<String, _> = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut redis_connection(url).await)
-                .await;
-            info.ok()
-                .and_then(|info| {
-                    info.lines()
-                        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-                        .and_then(|rest| rest.split(',').next())
-                        .and_then(|calls| calls.parse::<u64>().ok())
-                })
-                .is_some_and(|calls| calls >= count)
+            // A slow scrape on a busy machine: then look again.
+            let Ok(response) = http.get(service.url("/metrics")).send().await else {
+                return false;
+            };
+            let text = response.text().await.unwrap_or_default();
+            text.lines()
+                .find_map(|line| line.strip_prefix("prioq_long_polls_waiting "))
+                .and_then(|value| value.trim().parse::<f64>().ok())
+                .is_some_and(|waiting| waiting >= count as f64)
         },
     )
     .await;
@@ -2346,8 +2378,7 @@ struct Crowd {
 /// poll gets at most one job, every job goes to exactly one poll, the
 /// others answer an empty list when their wait is over. Measures the
 /// service's descriptors and memory while all of them wait.
-async fn crowd_round(service: &Service, redis_url: &str, queue: &str) -> Crowd {
-    let calls = script_calls(&mut redis_connection(redis_url).await).await;
+async fn crowd_round(service: &Service, queue: &str) -> Crowd {
     // Each poll on its own connection, closed once answered.
     let pollers = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
@@ -2362,7 +2393,7 @@ async fn crowd_round(service: &Service, redis_url: &str, queue: &str) -> Crowd {
     // drops some of them.
     for n in 0..POLLS {
         if n % 100 == 0 && n > 0 {
-            until_scripts_ran(redis_url, calls + n as u64).await;
+            until_polls_wait(service, n).await;
         }
         let (http, url) = (
             pollers.clone(),
@@ -2383,7 +2414,7 @@ async fn crowd_round(service: &Service, redis_url: &str, queue: &str) -> Crowd {
             Ok::<_, String>((status, body))
         }));
     }
-    until_scripts_ran(redis_url, calls + POLLS as u64).await;
+    until_polls_wait(service, POLLS).await;
     let all_waiting = started.elapsed();
     let (fds, rss_kib) = (open_fds(service.pid()), rss_kib(service.pid()));
 
@@ -2441,7 +2472,7 @@ async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
         "open files limited to {limit}; {POLLS} polls need more"
     );
     let server = RedisServer::start();
-    // No sweeper scripts: the script count tells when every poll waits.
+    // No sweeper at work while the polls wait.
     let service = Service::start_with(
         &server.url(),
         &unique_prefix(),
@@ -2476,9 +2507,9 @@ async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
         (open_fds(pid), rss_kib(pid))
     };
 
-    let first = crowd_round(&service, &server.url(), "crowd").await;
+    let first = crowd_round(&service, "crowd").await;
     let (fds_after_first, rss_after_first) = settle().await;
-    let second = crowd_round(&service, &server.url(), "crowd").await;
+    let second = crowd_round(&service, "crowd").await;
     let (fds_after, rss_after) = settle().await;
     eprintln!(
         "{POLLS} long polls held at once on one instance, twice:\n\

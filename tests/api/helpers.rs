@@ -474,7 +474,7 @@ impl Drop for TempDir {
     }
 }
 
-/// Script calls (EVALSHA) the Redis behind `conn` has run so far.
+/// Function calls (FCALL) the Redis behind `conn` has run so far.
 pub async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -482,7 +482,7 @@ pub async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
         .await
         .expect("INFO");
     info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
         .and_then(|rest| rest.split(',').next())
         .and_then(|calls| calls.parse().ok())
         .unwrap_or(0)

@@ -127,7 +127,7 @@ async fn racing_sweepers_count_one_attempt_per_expired_lease() {
             tokio::spawn(async move {
                 let mut total = 0;
                 loop {
-                    let (taken, _) = broker.reclaim("race", 7).await.expect("reclaim");
+                    let taken = broker.sweep("race", 7).await.expect("sweep").reclaimed;
                     if taken == 0 {
                         return total;
                     }
@@ -218,7 +218,7 @@ async fn scripts_run(conns: &mut [redis::aio::MultiplexedConnection]) -> u64 {
             .expect("INFO");
         total += info
             .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
             .and_then(|rest| rest.split(',').next())
             .and_then(|calls| calls.parse::<u64>().ok())
             .unwrap_or(0);

@@ -319,9 +319,11 @@ async fn enqueue_and_file(app: &TestApp, id: &str, bound: Duration, tally: &mut 
 /// within `bound`, and `/readyz` 503 `unavailable`.
 async fn assert_unavailable(app: &TestApp, bound: Duration) {
     let requests = [
+        // Short: a claim that reaches a stalled Redis runs when it resumes
+        // and leases a job to nobody until then.
         app.http
             .post(app.queue_url("outage", "/claim"))
-            .json(&json!({})),
+            .json(&json!({"lease_ms": 1000})),
         app.http.get(app.queue_url("outage", "")),
         app.http.get(app.queue_url("outage", "/jobs/before-0")),
         app.http.get(app.url("/v1/queues")),
@@ -540,9 +542,12 @@ async fn stalled_redis_answers_503_within_the_timeout_and_nothing_is_half_done()
     // Concurrent requests are bounded too, not queued behind each other.
     let answers = within(
         bound,
-        futures_util::future::join_all(
-            (0..8).map(|_| app.post(app.queue_url("outage", "/claim"), json!({"wait_ms": 0}))),
-        ),
+        futures_util::future::join_all((0..8).map(|_| {
+            app.post(
+                app.queue_url("outage", "/claim"),
+                json!({"wait_ms": 0, "lease_ms": 1000}),
+            )
+        })),
     )
     .await;
     for answer in &answers {
@@ -552,6 +557,14 @@ async fn stalled_redis_answers_503_within_the_timeout_and_nothing_is_half_done()
     assert_unavailable(&app, bound).await;
     drop(frozen);
     until_ready(&app).await;
+    // A claim that reached Redis before the stall ran when it resumed and
+    // leased a job to nobody; its short lease brings the job back.
+    until(
+        Duration::from_secs(10),
+        "jobs leased to nobody come back",
+        || async { app.stats("outage").await["processing"] == 0 },
+    )
+    .await;
 
     // A script sent before the stall ran whole once Redis resumed, or not
     // at all: each job is there complete or absent, never in part.

@@ -3,6 +3,8 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
+use prioq::queue::keys::{Key, QueueKeys};
+
 use crate::helpers::{redis, redis_connection, spawn_app};
 
 const SEQ_SPAN: u64 = 1 << 44;
@@ -11,10 +13,11 @@ const SEQ_SPAN: u64 = 1 << 44;
 async fn fifo_stays_exact_at_the_top_of_the_counter() {
     let app = spawn_app().await;
     let mut conn = redis_connection(&app.config.redis_url).await;
-    let seq_key = format!("{}:{{edge}}:seq", app.config.key_prefix);
+    let keys = QueueKeys::new(&app.config.key_prefix, "edge");
+    let seq_key = keys.key(Key::Seq);
     // The highest arrivals the score holds, in the least urgent class.
     let _: () = redis::cmd("SET")
-        .arg(&seq_key)
+        .arg(seq_key)
         .arg(SEQ_SPAN - 4)
         .query_async(&mut conn)
         .await
@@ -35,9 +38,10 @@ async fn exhausted_counter_refuses_without_writing_and_restarts_once_drained() {
     let app = spawn_app().await;
     let waiting = app.enqueue("full", json!({"task": "t"})).await;
     let mut conn = redis_connection(&app.config.redis_url).await;
-    let seq_key = format!("{}:{{full}}:seq", app.config.key_prefix);
+    let keys = QueueKeys::new(&app.config.key_prefix, "full");
+    let seq_key = keys.key(Key::Seq);
     let _: () = redis::cmd("SET")
-        .arg(&seq_key)
+        .arg(seq_key)
         .arg(SEQ_SPAN - 1)
         .query_async(&mut conn)
         .await

@@ -1,0 +1,381 @@
+//! Group commit. The requests of one operation on one queue wait in a lane;
+//! while one call to Redis for the lane is in flight, requests that arrive
+//! queue up, and when it returns they all go together as the next call.
+//! There is no timer: a request that finds the lane idle goes at once, and
+//! batches grow with the load by themselves. Each request gets its own part
+//! of the reply; a call that fails fails only the requests it carried, each
+//! with the error it would have had alone.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::{QueueError, Result, bounded_by};
+
+/// Jobs (or acks) one call carries at most, whatever the requests bring;
+/// a single request that brings more still goes, alone.
+const MAX_CALL_ITEMS: usize = 1000;
+/// Bytes of arguments one call carries at most, on the same terms.
+const MAX_CALL_BYTES: usize = 4 << 20;
+
+/// One operation's batched call to Redis.
+pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
+    type Entry: Send + std::fmt::Debug + 'static;
+    type Reply: Send + std::fmt::Debug + 'static;
+
+    /// Jobs or acks the entry carries, and about how many bytes.
+    fn size(entry: &Self::Entry) -> (usize, usize);
+
+    /// Runs the entries as one call: an outcome per entry, in order, or an
+    /// error of the whole call.
+    fn call(
+        &self,
+        entries: &[Self::Entry],
+    ) -> impl Future<Output = Result<Vec<Result<Self::Reply>>>> + Send;
+}
+
+/// The requests of one operation on one queue.
+#[derive(Debug)]
+pub(crate) struct Lane<B: Batch> {
+    batch: B,
+    /// Bound on each call, and on each request's wait for its answer.
+    timeout: Duration,
+    state: Mutex<State<B>>,
+}
+
+#[derive(Debug)]
+struct State<B: Batch> {
+    /// A call of this lane is in flight, or about to be.
+    busy: bool,
+    next_ticket: u64,
+    waiting: VecDeque<Waiter<B>>,
+}
+
+#[derive(Debug)]
+struct Waiter<B: Batch> {
+    ticket: u64,
+    entry: B::Entry,
+    reply: oneshot::Sender<Result<B::Reply>>,
+}
+
+impl<B: Batch> Lane<B> {
+    pub(crate) fn new(batch: B, timeout: Duration) -> Self {
+        Self {
+            batch,
+            timeout,
+            state: Mutex::new(State {
+                busy: false,
+                next_ticket: 0,
+                waiting: VecDeque::new(),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<B>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `entry` with the next call and waits for its part of the
+    /// reply, at most the timeout. Dropping the future before the entry
+    /// was sent withdraws it.
+    pub(crate) async fn submit(self: &Arc<Self>, entry: B::Entry) -> Result<B::Reply> {
+        let deadline = Instant::now() + self.timeout;
+        let (reply, answer) = oneshot::channel();
+        let (ticket, idle) = {
+            let mut state = self.state();
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.waiting.push_back(Waiter {
+                ticket,
+                entry,
+                reply,
+            });
+            (ticket, !std::mem::replace(&mut state.busy, true))
+        };
+        if idle {
+            // The calls run in a task of their own, so that a request that
+            // goes away cannot cancel a call that carries others.
+            tokio::spawn(Arc::clone(self).drive());
+        }
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(QueueError::Unknown(anyhow::anyhow!(
+                "the call carrying the request ended without an answer"
+            ))),
+            Err(_) => {
+                let mut state = self.state();
+                let queued = state.waiting.iter().position(|w| w.ticket == ticket);
+                Err(match queued.and_then(|at| state.waiting.remove(at)) {
+                    Some(_) => QueueError::Unavailable(anyhow::anyhow!(
+                        "Redis did not answer within {:?}; the request was never sent",
+                        self.timeout
+                    )),
+                    None => QueueError::Unknown(anyhow::anyhow!(
+                        "Redis did not answer within {:?}",
+                        self.timeout
+                    )),
+                })
+            }
+        }
+    }
+
+    /// Sends what waits, call after call, until nothing does.
+    async fn drive(self: Arc<Self>) {
+        loop {
+            let (entries, replies) = {
+                let mut state = self.state();
+                let taken = take_batch(&mut state.waiting);
+                if taken.is_empty() {
+                    state.busy = false;
+                    return;
+                }
+                taken
+                    .into_iter()
+                    .map(|w| (w.entry, w.reply))
+                    .unzip::<_, _, Vec<_>, Vec<_>>()
+            };
+            let outcome = bounded_by(self.timeout, self.batch.call(&entries)).await;
+            match outcome {
+                Ok(outcomes) if outcomes.len() == replies.len() => {
+                    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                        let _ = reply.send(outcome);
+                    }
+                }
+                Ok(outcomes) => {
+                    let error = QueueError::Unknown(anyhow::anyhow!(
+                        "a call for {} requests answered {}",
+                        replies.len(),
+                        outcomes.len()
+                    ));
+                    for reply in replies {
+                        let _ = reply.send(Err(error.duplicate()));
+                    }
+                }
+                Err(error) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(error.duplicate()));
+                    }
+                    // Redis did not serve this call: what waited behind it
+                    // is refused unsent rather than piled into a Redis that
+                    // is down or stalled.
+                    let refused = std::mem::take(&mut self.state().waiting);
+                    for waiter in refused {
+                        let _ = waiter
+                            .reply
+                            .send(Err(QueueError::Unavailable(anyhow::anyhow!(
+                                "not sent: the call before it failed ({error})"
+                            ))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Takes the waiting entries that fit one call, oldest first, dropping
+/// those whose request went away.
+fn take_batch<B: Batch>(waiting: &mut VecDeque<Waiter<B>>) -> Vec<Waiter<B>> {
+    let (mut items, mut bytes) = (0, 0);
+    let mut taken = Vec::new();
+    while let Some(next) = waiting.front() {
+        if next.reply.is_closed() {
+            waiting.pop_front();
+            continue;
+        }
+        let (n, size) = B::size(&next.entry);
+        let fits = items + n <= MAX_CALL_ITEMS && bytes + size <= MAX_CALL_BYTES;
+        if !taken.is_empty() && !fits {
+            break;
+        }
+        items += n;
+        bytes += size;
+        taken.extend(waiting.pop_front());
+    }
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::sync::Semaphore;
+
+    /// Doubles numbers; each call waits for a permit, so a test decides
+    /// when calls return. Counts calls.
+    #[derive(Debug)]
+    struct Doubler {
+        gate: Arc<Semaphore>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl Batch for Doubler {
+        type Entry = i64;
+        type Reply = i64;
+
+        fn size(_: &i64) -> (usize, usize) {
+            (400, 8)
+        }
+
+        async fn call(&self, entries: &[i64]) -> Result<Vec<Result<i64>>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.gate.acquire().await.expect("open").forget();
+            if entries.contains(&0) {
+                return Err(QueueError::Unknown(anyhow::anyhow!("the call failed")));
+            }
+            Ok(entries
+                .iter()
+                .map(|n| {
+                    if *n < 0 {
+                        Err(QueueError::NotFound)
+                    } else {
+                        Ok(n * 2)
+                    }
+                })
+                .collect())
+        }
+    }
+
+    fn lane() -> (Arc<Lane<Doubler>>, Arc<Semaphore>, Arc<AtomicUsize>) {
+        let gate = Arc::new(Semaphore::new(0));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let lane = Lane::new(
+            Doubler {
+                gate: Arc::clone(&gate),
+                calls: Arc::clone(&calls),
+            },
+            Duration::from_secs(30),
+        );
+        (Arc::new(lane), gate, calls)
+    }
+
+    #[tokio::test]
+    async fn requests_arriving_during_a_call_go_together_in_the_next() {
+        let (lane, gate, calls) = lane();
+        let first = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(1).await }
+        });
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Each entry is 400 items: two fit a call, the third waits.
+        let rest: Vec<_> = [2, -3, 4]
+            .into_iter()
+            .map(|n| {
+                let lane = Arc::clone(&lane);
+                tokio::spawn(async move { lane.submit(n).await })
+            })
+            .collect();
+        while lane.state().waiting.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        gate.add_permits(3);
+        assert_eq!(first.await.expect("joins").expect("doubled"), 2);
+        let mut outcomes = Vec::new();
+        for handle in rest {
+            outcomes.push(handle.await.expect("joins"));
+        }
+        assert_eq!(outcomes[0].as_ref().ok(), Some(&4));
+        assert!(matches!(outcomes[1], Err(QueueError::NotFound)));
+        assert_eq!(outcomes[2].as_ref().ok(), Some(&8));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_call_is_not_sent() {
+        let (lane, gate, calls) = lane();
+        let first = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(1).await }
+        });
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let dropped = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(5).await }
+        });
+        while lane.state().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        dropped.abort();
+        let _ = dropped.await;
+        gate.add_permits(1);
+        assert_eq!(first.await.expect("joins").expect("doubled"), 2);
+        while lane.state().busy {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "no call for the dropped one"
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_waiting_behind_a_failed_call_are_refused_unsent() {
+        let (lane, gate, calls) = lane();
+        let failing = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(0).await }
+        });
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let behind = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(5).await }
+        });
+        while lane.state().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        gate.add_permits(1);
+        let failed = failing.await.expect("joins");
+        assert!(matches!(failed, Err(QueueError::Unknown(_))), "{failed:?}");
+        let refused = behind.await.expect("joins");
+        assert!(
+            matches!(refused, Err(QueueError::Unavailable(_))),
+            "{refused:?}"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // The lane serves again afterwards.
+        gate.add_permits(1);
+        assert_eq!(lane.submit(3).await.expect("doubled"), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_times_out_unsent_reports_no_effect() {
+        let (lane, _gate, calls) = lane();
+        let first = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(1).await }
+        });
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Two entries fill the next call; the third waits for the one after,
+        // which cannot start before the third's own deadline.
+        let queued: Vec<_> = [2, 3, 4]
+            .into_iter()
+            .map(|n| {
+                let lane = Arc::clone(&lane);
+                tokio::spawn(async move { lane.submit(n).await })
+            })
+            .collect();
+        while lane.state().waiting.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        let first = first.await.expect("joins");
+        assert!(matches!(first, Err(QueueError::Unknown(_))), "{first:?}");
+        let last = queued
+            .into_iter()
+            .last()
+            .expect("three")
+            .await
+            .expect("joins");
+        assert!(matches!(last, Err(QueueError::Unavailable(_))), "{last:?}");
+    }
+}

@@ -1,0 +1,236 @@
+//! prioq's Redis Functions library: the files of `lua/` put together under
+//! a versioned name, loaded once per Redis primary, and called with
+//! `FCALL`.
+//!
+//! The library is `prioq_<version>` and its functions `<name>_<version>`,
+//! `<version>` being a hash of the code: function names are global in a
+//! Redis, and during a rolling upgrade two versions of prioq run side by
+//! side, each calling its own. A fresh Redis, a new cluster primary or a
+//! failover to a replica that never got the library answers "Function not
+//! found"; the caller then loads the library and tries once more.
+
+use std::sync::LazyLock;
+
+use deadpool_redis::redis::{self, Cmd, RedisError};
+
+use super::keys::{Key, QueueKeys};
+
+/// The helpers first, then one file per function.
+const FILES: [&str; 13] = [
+    include_str!("../../lua/library.lua"),
+    include_str!("../../lua/enqueue.lua"),
+    include_str!("../../lua/claim.lua"),
+    include_str!("../../lua/ack.lua"),
+    include_str!("../../lua/extend.lua"),
+    include_str!("../../lua/nack.lua"),
+    include_str!("../../lua/sweep.lua"),
+    include_str!("../../lua/job.lua"),
+    include_str!("../../lua/delete.lua"),
+    include_str!("../../lua/requeue.lua"),
+    include_str!("../../lua/dead_jobs.lua"),
+    include_str!("../../lua/stats.lua"),
+    include_str!("../../lua/ready.lua"),
+];
+
+/// A function of the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Enqueue,
+    Claim,
+    Ack,
+    Extend,
+    Nack,
+    Sweep,
+    Job,
+    Delete,
+    Requeue,
+    DeadJobs,
+    Stats,
+    Ready,
+}
+
+impl Function {
+    const ALL: [Self; 12] = [
+        Self::Enqueue,
+        Self::Claim,
+        Self::Ack,
+        Self::Extend,
+        Self::Nack,
+        Self::Sweep,
+        Self::Job,
+        Self::Delete,
+        Self::Requeue,
+        Self::DeadJobs,
+        Self::Stats,
+        Self::Ready,
+    ];
+
+    fn stem(self) -> &'static str {
+        match self {
+            Self::Enqueue => "enqueue",
+            Self::Claim => "claim",
+            Self::Ack => "ack",
+            Self::Extend => "extend",
+            Self::Nack => "nack",
+            Self::Sweep => "sweep",
+            Self::Job => "job",
+            Self::Delete => "delete",
+            Self::Requeue => "requeue",
+            Self::DeadJobs => "dead_jobs",
+            Self::Stats => "stats",
+            Self::Ready => "ready",
+        }
+    }
+
+    /// The keys the function takes, in the order of its file's header.
+    fn keys(self) -> &'static [Key] {
+        use Key::*;
+        match self {
+            Self::Enqueue | Self::Nack | Self::Sweep => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Leases, Errors, Seq,
+            ],
+            Self::Claim => &[
+                Pending, Scheduled, Processing, Jobs, Leases, Errors, Seq, Floor,
+            ],
+            Self::Ack | Self::Extend => &[Processing, Jobs, Leases, Errors],
+            Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases, Errors],
+            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs, Errors],
+            Self::Requeue => &[Pending, Dead, Jobs, Errors, Seq],
+            Self::DeadJobs => &[Dead, Jobs, Errors],
+            Self::Stats => &[Pending, Scheduled, Processing, Dead, Jobs],
+            Self::Ready => &[],
+        }
+    }
+
+    /// Whether the queue's wake-up channel comes first in its arguments.
+    fn takes_wake_channel(self) -> bool {
+        matches!(
+            self,
+            Self::Enqueue | Self::Claim | Self::Nack | Self::Sweep | Self::Requeue
+        )
+    }
+}
+
+/// The library's code and names.
+#[derive(Debug)]
+pub struct Library {
+    version: String,
+    source: String,
+    /// By `Function as usize`.
+    names: Vec<String>,
+}
+
+/// The library this build of prioq calls.
+pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let code = FILES.concat();
+    // SHA-1 of the code, as Redis names scripts; 12 hex digits tell
+    // versions apart.
+    let version = redis::Script::new(&code).get_hash()[..12].to_owned();
+    Library {
+        source: format!("#!lua name=prioq_{version}\nlocal VERSION = '{version}'\n{code}"),
+        names: Function::ALL
+            .iter()
+            .map(|f| format!("{}_{version}", f.stem()))
+            .collect(),
+        version,
+    }
+});
+
+impl Library {
+    /// The library's name in Redis, `prioq_<version>`.
+    pub fn name(&self) -> String {
+        format!("prioq_{}", self.version)
+    }
+
+    /// `FUNCTION LOAD REPLACE`: loading the same version again is harmless,
+    /// and a cluster client sends it to every primary.
+    pub fn load_command(&self) -> Cmd {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg("REPLACE").arg(&self.source);
+        cmd
+    }
+
+    /// `FCALL` of `function` with the keys of `queue` it takes (and the
+    /// wake-up channel when it takes one); the caller adds the rest of its
+    /// arguments.
+    pub fn call(&self, function: Function, queue: &QueueKeys) -> Cmd {
+        let keys = function.keys();
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&self.names[function as usize]).arg(keys.len());
+        for key in keys {
+            cmd.arg(queue.key(*key));
+        }
+        if function.takes_wake_channel() {
+            cmd.arg(queue.wake_channel());
+        }
+        cmd
+    }
+
+    /// `FCALL` of a function that takes no key.
+    pub fn call_keyless(&self, function: Function) -> Cmd {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&self.names[function as usize]).arg(0);
+        cmd
+    }
+}
+
+/// Whether Redis answered that the function is not loaded there.
+pub fn is_function_missing(error: &RedisError) -> bool {
+    error.code() == Some("ERR") && error.detail() == Some("Function not found")
+}
+
+/// Whether Redis does not know Functions at all: it is older than 7.0.
+pub fn is_too_old(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("unknown command"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_is_registered_under_its_versioned_name() {
+        for function in Function::ALL {
+            let registration = format!("'{}_' .. VERSION", function.stem());
+            assert!(
+                LIBRARY.source.contains(&registration),
+                "{function:?} is not registered as {registration}"
+            );
+        }
+        assert!(
+            LIBRARY
+                .source
+                .starts_with(&format!("#!lua name={}\n", LIBRARY.name()))
+        );
+    }
+
+    #[test]
+    fn every_key_a_function_takes_is_in_its_header() {
+        // The header's `-- KEYS:` line lists the keys by name, in order.
+        for function in Function::ALL {
+            let file = FILES
+                .iter()
+                .find(|file| file.starts_with(&format!("-- {}:", function.stem())))
+                .unwrap_or_else(|| panic!("no file for {function:?}"));
+            let listed: Vec<String> = file
+                .lines()
+                .find_map(|line| line.strip_prefix("-- KEYS: "))
+                .map(|keys| keys.split(", ").map(str::to_owned).collect())
+                .unwrap_or_default();
+            let taken: Vec<String> = function
+                .keys()
+                .iter()
+                .map(|key| {
+                    QueueKeys::new("p", "q")
+                        .key(*key)
+                        .trim_start_matches("p:{q}:")
+                        .to_owned()
+                })
+                .collect();
+            assert_eq!(listed, taken, "{function:?}");
+        }
+    }
+}
