@@ -30,6 +30,10 @@ pub const JOBS_ACKED: &str = "prioq_jobs_acked_total";
 pub const JOBS_NACKED: &str = "prioq_jobs_nacked_total";
 pub const LEASES_EXPIRED: &str = "prioq_leases_expired_total";
 pub const JOBS_DEAD_LETTERED: &str = "prioq_jobs_dead_lettered_total";
+/// Requests of this instance queued for their queue's next batched call.
+pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
+/// Batched calls this instance sent to Redis.
+pub const BATCHED_CALLS: &str = "prioq_batched_calls_total";
 /// Claims of this instance that found nothing and wait (long polls).
 pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 /// The per-queue counters, shown from the first scrape that knows the

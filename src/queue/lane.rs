@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use metrics::{Counter, Gauge};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -37,12 +38,22 @@ pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
     ) -> impl Future<Output = Result<Vec<Result<Self::Reply>>>> + Send;
 }
 
+/// What a lane tells the metrics.
+#[derive(Debug)]
+pub(crate) struct LaneMetrics {
+    /// Requests queued for the next call.
+    pub(crate) waiting: Gauge,
+    /// Calls sent to Redis.
+    pub(crate) calls: Counter,
+}
+
 /// The requests of one operation on one queue.
 #[derive(Debug)]
 pub(crate) struct Lane<B: Batch> {
     batch: B,
     /// Bound on each call, and on each request's wait for its answer.
     timeout: Duration,
+    metrics: LaneMetrics,
     state: Mutex<State<B>>,
 }
 
@@ -62,10 +73,11 @@ struct Waiter<B: Batch> {
 }
 
 impl<B: Batch> Lane<B> {
-    pub(crate) fn new(batch: B, timeout: Duration) -> Self {
+    pub(crate) fn new(batch: B, timeout: Duration, metrics: LaneMetrics) -> Self {
         Self {
             batch,
             timeout,
+            metrics,
             state: Mutex::new(State {
                 busy: false,
                 next_ticket: 0,
@@ -93,6 +105,7 @@ impl<B: Batch> Lane<B> {
                 entry,
                 reply,
             });
+            self.metrics.waiting.increment(1);
             (ticket, !std::mem::replace(&mut state.busy, true))
         };
         if idle {
@@ -109,10 +122,13 @@ impl<B: Batch> Lane<B> {
                 let mut state = self.state();
                 let queued = state.waiting.iter().position(|w| w.ticket == ticket);
                 Err(match queued.and_then(|at| state.waiting.remove(at)) {
-                    Some(_) => QueueError::Unavailable(anyhow::anyhow!(
-                        "Redis did not answer within {:?}; the request was never sent",
-                        self.timeout
-                    )),
+                    Some(_) => {
+                        self.metrics.waiting.decrement(1);
+                        QueueError::Unavailable(anyhow::anyhow!(
+                            "Redis did not answer within {:?}; the request was never sent",
+                            self.timeout
+                        ))
+                    }
                     None => QueueError::Unknown(anyhow::anyhow!(
                         "Redis did not answer within {:?}",
                         self.timeout
@@ -127,7 +143,11 @@ impl<B: Batch> Lane<B> {
         loop {
             let (entries, replies) = {
                 let mut state = self.state();
+                let before = state.waiting.len();
                 let taken = take_batch(&mut state.waiting);
+                self.metrics
+                    .waiting
+                    .decrement((before - state.waiting.len()) as f64);
                 if taken.is_empty() {
                     state.busy = false;
                     return;
@@ -137,6 +157,7 @@ impl<B: Batch> Lane<B> {
                     .map(|w| (w.entry, w.reply))
                     .unzip::<_, _, Vec<_>, Vec<_>>()
             };
+            self.metrics.calls.increment(1);
             let outcome = bounded_by(self.timeout, self.batch.call(&entries)).await;
             match outcome {
                 Ok(outcomes) if outcomes.len() == replies.len() => {
@@ -162,6 +183,7 @@ impl<B: Batch> Lane<B> {
                     // is refused unsent rather than piled into a Redis that
                     // is down or stalled.
                     let refused = std::mem::take(&mut self.state().waiting);
+                    self.metrics.waiting.decrement(refused.len() as f64);
                     for waiter in refused {
                         let _ = waiter
                             .reply
@@ -247,6 +269,10 @@ mod tests {
                 calls: Arc::clone(&calls),
             },
             Duration::from_secs(30),
+            LaneMetrics {
+                waiting: Gauge::noop(),
+                calls: Counter::noop(),
+            },
         );
         (Arc::new(lane), gate, calls)
     }

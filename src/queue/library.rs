@@ -102,6 +102,12 @@ impl Function {
         }
     }
 
+    /// Whether the function only reads (flag `no-writes`): it is called
+    /// with `FCALL_RO`, which a write pause lets through.
+    fn reads_only(self) -> bool {
+        matches!(self, Self::Job | Self::DeadJobs | Self::Stats)
+    }
+
     /// Whether the queue's wake-up channel comes first in its arguments.
     fn takes_wake_channel(self) -> bool {
         matches!(
@@ -150,12 +156,16 @@ impl Library {
         cmd
     }
 
-    /// `FCALL` of `function` with the keys of `queue` it takes (and the
-    /// wake-up channel when it takes one); the caller adds the rest of its
-    /// arguments.
+    /// `FCALL` (`FCALL_RO` for a reading function) of `function` with the
+    /// keys of `queue` it takes (and the wake-up channel when it takes
+    /// one); the caller adds the rest of its arguments.
     pub fn call(&self, function: Function, queue: &QueueKeys) -> Cmd {
         let keys = function.keys();
-        let mut cmd = redis::cmd("FCALL");
+        let mut cmd = redis::cmd(if function.reads_only() {
+            "FCALL_RO"
+        } else {
+            "FCALL"
+        });
         cmd.arg(&self.names[function as usize]).arg(keys.len());
         for key in keys {
             cmd.arg(queue.key(*key));
@@ -208,14 +218,29 @@ mod tests {
     }
 
     #[test]
+    fn reading_functions_are_declared_no_writes() {
+        for function in Function::ALL {
+            let file = file_of(function);
+            assert_eq!(
+                file.contains("flags = {'no-writes'}"),
+                function.reads_only(),
+                "{function:?}"
+            );
+        }
+    }
+
+    fn file_of(function: Function) -> &'static str {
+        FILES
+            .iter()
+            .find(|file| file.starts_with(&format!("-- {}:", function.stem())))
+            .unwrap_or_else(|| panic!("no file for {function:?}"))
+    }
+
+    #[test]
     fn every_key_a_function_takes_is_in_its_header() {
         // The header's `-- KEYS:` line lists the keys by name, in order.
         for function in Function::ALL {
-            let file = FILES
-                .iter()
-                .find(|file| file.starts_with(&format!("-- {}:", function.stem())))
-                .unwrap_or_else(|| panic!("no file for {function:?}"));
-            let listed: Vec<String> = file
+            let listed: Vec<String> = file_of(function)
                 .lines()
                 .find_map(|line| line.strip_prefix("-- KEYS: "))
                 .map(|keys| keys.split(", ").map(str::to_owned).collect())

@@ -28,7 +28,7 @@ pub use batches::Claimed;
 use batches::{AckBatch, ClaimBatch, ClaimEntry, EnqueueBatch, OutgoingJob};
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
-use lane::Lane;
+use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
 use wake::Waiters;
 
@@ -319,6 +319,16 @@ impl Broker {
         let keys = Arc::new(QueueKeys::new(&self.config.key_prefix, queue));
         let timeout = self.config.redis_timeout;
         let redis = &self.redis;
+        let metrics = |operation: &'static str| {
+            let labels = [
+                ("queue", queue.to_owned()),
+                ("operation", operation.to_owned()),
+            ];
+            LaneMetrics {
+                waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
+                calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
+            }
+        };
         let lane = Arc::new(QueueLanes {
             counters: QueueCounters::new(queue),
             enqueue: Arc::new(Lane::new(
@@ -327,6 +337,7 @@ impl Broker {
                     keys: Arc::clone(&keys),
                 },
                 timeout,
+                metrics("enqueue"),
             )),
             claim: Arc::new(Lane::new(
                 ClaimBatch {
@@ -335,6 +346,7 @@ impl Broker {
                     floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
                 },
                 timeout,
+                metrics("claim"),
             )),
             ack: Arc::new(Lane::new(
                 AckBatch {
@@ -342,6 +354,7 @@ impl Broker {
                     keys: Arc::clone(&keys),
                 },
                 timeout,
+                metrics("ack"),
             )),
             keys,
         });

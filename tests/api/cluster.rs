@@ -172,7 +172,7 @@ fn wait_for_ping(url: &str) -> String {
 }
 
 /// The cluster most cluster tests share, each under its own key prefix.
-fn shared_cluster() -> &'static RedisCluster {
+pub(crate) fn shared_cluster() -> &'static RedisCluster {
     static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
     CLUSTER.get_or_init(RedisCluster::start)
 }

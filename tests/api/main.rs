@@ -3,12 +3,15 @@
 
 mod helpers;
 
+mod batching;
+mod claim_acks;
 mod cluster;
 mod endpoints;
 mod faults;
 mod fuzz;
 mod guide;
 mod leases;
+mod library;
 mod ops;
 mod proxy;
 mod score;

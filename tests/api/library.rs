@@ -1,0 +1,123 @@
+//! prioq's Redis Functions library: loaded where it is missing (a fresh
+//! Redis, a new cluster primary, a failover to a replica that never got
+//! it), and named by version so that two versions of prioq run side by
+//! side.
+
+use prioq::queue::library::LIBRARY;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::cluster::shared_cluster;
+use crate::helpers::{RedisServer, redis, redis_connection, spawn_app_with, test_config};
+
+/// The names of the libraries loaded in the Redis at `url`.
+async fn libraries(url: &str) -> Vec<String> {
+    let listed: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut redis_connection(url).await)
+        .await
+        .expect("FUNCTION LIST");
+    let mut names: Vec<String> = listed
+        .iter()
+        .filter_map(|library| {
+            match library {
+            redis::Value::Array(fields) => fields
+                .chunks(2)
+                .find(|pair| {
+                    matches!(&pair[0], redis::Value::BulkString(name) if name == b"library_name")
+                })
+                .and_then(|pair| match &pair[1] {
+                    redis::Value::BulkString(name) => String::from_utf8(name.clone()).ok(),
+                    _ => None,
+                }),
+            _ => None,
+        }
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+async fn flush_functions(url: &str) {
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query_async(&mut redis_connection(url).await)
+        .await
+        .expect("FUNCTION FLUSH");
+}
+
+#[tokio::test]
+async fn functions_are_loaded_again_where_redis_lost_them() {
+    let server = RedisServer::start();
+    let mut config = test_config();
+    config.redis_url = server.url();
+    let app = spawn_app_with(config).await;
+    let job = app.enqueue("q", json!({"task": "t"})).await;
+    assert_eq!(libraries(&server.url()).await, [LIBRARY.name()]);
+    // As after a failover to a replica that never got the library.
+    flush_functions(&server.url()).await;
+    assert_eq!(
+        app.job("q", job["id"].as_str().expect("id")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(libraries(&server.url()).await, [LIBRARY.name()]);
+    flush_functions(&server.url()).await;
+    let claimed = app.claim_one("q").await.expect("the job");
+    assert_eq!(claimed["id"], job["id"]);
+    flush_functions(&server.url()).await;
+    assert_eq!(app.ack("q", &claimed).await.status, StatusCode::NO_CONTENT);
+    flush_functions(&server.url()).await;
+    let ready = app.get(app.url("/readyz")).await;
+    assert_eq!(ready.status, StatusCode::OK, "{ready:?}");
+}
+
+#[tokio::test]
+async fn another_version_of_the_library_is_left_alone() {
+    let server = RedisServer::start();
+    let mut config = test_config();
+    config.redis_url = server.url();
+    let app = spawn_app_with(config).await;
+    // An older prioq's library: the same function stems, another version,
+    // answering something prioq would not understand.
+    let mut other = String::from("#!lua name=prioq_000000000000\n");
+    for stem in ["enqueue", "claim", "ack", "job", "stats", "ready"] {
+        other.push_str(&format!(
+            "redis.register_function('{stem}_000000000000', function() return 'other' end)\n"
+        ));
+    }
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&other)
+        .query_async(&mut redis_connection(&server.url()).await)
+        .await
+        .expect("FUNCTION LOAD");
+    let job = app.enqueue("q", json!({"task": "t"})).await;
+    let claimed = app.claim_one("q").await.expect("the job");
+    assert_eq!(claimed["id"], job["id"]);
+    assert_eq!(app.ack("q", &claimed).await.status, StatusCode::NO_CONTENT);
+    let mut expected = vec![LIBRARY.name(), "prioq_000000000000".to_owned()];
+    expected.sort();
+    assert_eq!(libraries(&server.url()).await, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_functions_are_loaded_again_on_every_primary() {
+    let cluster = shared_cluster();
+    let app = spawn_app_with(cluster.config()).await;
+    // Queues on every shard (see cluster_queues_spread_over_every_shard).
+    let queues: Vec<String> = (0..24).map(|n| format!("lib-{n}")).collect();
+    for queue in &queues {
+        app.enqueue(queue, json!({"task": "t"})).await;
+    }
+    for url in cluster.urls() {
+        assert_eq!(libraries(&url).await, [LIBRARY.name()], "{url}");
+        flush_functions(&url).await;
+    }
+    for queue in &queues {
+        let job = app.claim_one(queue).await.expect("the queue's job");
+        assert_eq!(app.ack(queue, &job).await.status, StatusCode::NO_CONTENT);
+    }
+    for url in cluster.urls() {
+        assert_eq!(libraries(&url).await, [LIBRARY.name()], "{url}");
+    }
+}
