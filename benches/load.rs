@@ -727,6 +727,7 @@ async fn refill_directly(
             max_attempts: MAX_ATTEMPTS,
             enqueued_at_ms: now_ms,
             ready_at_ms: now_ms,
+            last_error: None,
             task: TASK,
             args,
         }
@@ -1871,6 +1872,7 @@ async fn run(args: Args) -> Result<()> {
             max_attempts: MAX_ATTEMPTS,
             enqueued_at_ms: 1_764_460_000_000,
             ready_at_ms: 1_764_460_000_000,
+            last_error: None,
             task: TASK,
             args: &args_json(),
         }

@@ -1,14 +1,9 @@
 -- ack: acknowledges finished jobs; each one with its current lease token
 -- is deleted with everything kept about it.
--- KEYS: processing, jobs, leases, errors
+-- KEYS: processing, jobs, leases
 -- ARGV: pairs of id, lease token
 -- Returns: one status per pair, in order: 'OK', 'LEASE_LOST' (the token is
 --   not the job's current lease) or 'NOT_FOUND' (no such job).
 redis.register_function('ack_' .. VERSION, function(keys, argv)
-  local q = {processing = keys[1], jobs = keys[2], leases = keys[3], errors = keys[4]}
-  local out = {}
-  for i = 1, #argv, 2 do
-    out[#out + 1] = ack_one(q, argv[i], argv[i + 1])
-  end
-  return out
+  return ack_all({processing = keys[1], jobs = keys[2], leases = keys[3]}, argv)
 end)

@@ -1,6 +1,6 @@
 -- dead_jobs: pages through the DLQ, most recently dead first; ties in
 -- dead_at go by id, descending, as Redis orders them.
--- KEYS: dead, jobs, errors
+-- KEYS: dead, jobs
 -- ARGV[1] page size
 -- ARGV[2] cursor: dead_at of the last job of the previous page ('' for the first page)
 -- ARGV[3] cursor: id of that job
@@ -10,7 +10,7 @@ redis.register_function{
   function_name = 'dead_jobs_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local dead, jobs, errors = keys[1], keys[2], keys[3]
+    local dead, jobs = keys[1], keys[2]
     local limit = tonumber(argv[1]) + 1
     local after_score, after_id = tonumber(argv[2]), argv[3]
 
@@ -32,7 +32,7 @@ redis.register_function{
         local id, score = chunk[i], chunk[i + 1]
         local seen = after_score and tonumber(score) == after_score and not bytes_before(id, after_id)
         if not seen and #out < limit then
-          out[#out + 1] = {id, redis.call('HGET', jobs, id), 'dead', score, false, redis.call('HGET', errors, id)}
+          out[#out + 1] = {id, redis.call('HGET', jobs, id), 'dead', score, false}
         end
       end
       offset = offset + #chunk / 2

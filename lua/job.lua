@@ -1,15 +1,12 @@
 -- job: reads one job in any state.
--- KEYS: scheduled, processing, dead, jobs, leases, errors
+-- KEYS: scheduled, processing, dead, jobs, leases
 -- ARGV[1] id
 -- Returns: the job's view, or nil when it is unknown.
 redis.register_function{
   function_name = 'job_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local q = {
-      scheduled = keys[1], processing = keys[2], dead = keys[3],
-      jobs = keys[4], leases = keys[5], errors = keys[6],
-    }
+    local q = {scheduled = keys[1], processing = keys[2], dead = keys[3], jobs = keys[4], leases = keys[5]}
     return view(q, argv[1])
   end,
 }

@@ -13,7 +13,6 @@
 --   dead       zset   id -> dead_at (ms)
 --   jobs       hash   id -> record (below)
 --   leases     hash   id -> "token:worker" while the job is processing
---   errors     hash   id -> last error text
 --   seq        string the queue's arrival counter
 --   floor      string jobs handed out, for the bulk floor
 -- `q.wake` is the queue's wake-up channel (an argument, not a key).
@@ -21,9 +20,10 @@
 --
 -- A record is a header of unsigned varints (7 bits a byte, least
 -- significant first, the high bit set on every byte but a number's last):
---   flags (0), priority, attempts, max_attempts, enqueued_at,
+--   flags, priority, attempts, max_attempts, enqueued_at,
 --   ready_at - enqueued_at (when the job last became pending, or its run_at)
--- followed by the body, which prioq writes and no function reads:
+-- then, when flags has bit 1, the last error: its length (varint) and text;
+-- then the body, which prioq writes and no function reads:
 --   the task's length in bytes (varint), the task, the args as sent.
 --
 -- Functions that add to pending may answer SEQUENCE_EXHAUSTED, always
@@ -58,41 +58,59 @@ local function put_varint(bytes, n)
   bytes[#bytes + 1] = n
 end
 
--- The header's fields and the body of a record.
+local HAS_ERROR = 1
+
+-- Reads a varint at `pos`: answers it and the position after it.
+local function read_varint(record, pos)
+  local n, scale, byte = 0, 1, string.byte(record, pos)
+  while byte >= 128 do
+    n = n + (byte - 128) * scale
+    scale = scale * 128
+    pos = pos + 1
+    byte = string.byte(record, pos)
+  end
+  return n + byte * scale, pos + 1
+end
+
+-- The header's fields, the last error (or nil) and the body of a record.
 local function decode(record)
   local fields, pos = {}, 1
   for i = 1, 6 do
-    local n, scale, byte = 0, 1, string.byte(record, pos)
-    while byte >= 128 do
-      n = n + (byte - 128) * scale
-      scale = scale * 128
-      pos = pos + 1
-      byte = string.byte(record, pos)
-    end
-    fields[i] = n + byte * scale
-    pos = pos + 1
+    fields[i], pos = read_varint(record, pos)
   end
-  return {
-    flags = fields[1], prio = fields[2], attempts = fields[3], max = fields[4],
-    enqueued = fields[5], ready = fields[5] + fields[6], body = string.sub(record, pos),
+  local job = {
+    prio = fields[2], attempts = fields[3], max = fields[4],
+    enqueued = fields[5], ready = fields[5] + fields[6],
   }
+  if fields[1] % 2 == HAS_ERROR then
+    local length
+    length, pos = read_varint(record, pos)
+    job.error = string.sub(record, pos, pos + length - 1)
+    pos = pos + length
+  end
+  job.body = string.sub(record, pos)
+  return job
 end
 
 local function encode(job)
   local bytes = {}
-  put_varint(bytes, job.flags)
+  put_varint(bytes, job.error and HAS_ERROR or 0)
   put_varint(bytes, job.prio)
   put_varint(bytes, job.attempts)
   put_varint(bytes, job.max)
   put_varint(bytes, job.enqueued)
   put_varint(bytes, math.max(0, job.ready - job.enqueued))
+  if job.error then
+    put_varint(bytes, #job.error)
+    return string.char(unpack(bytes)) .. job.error .. job.body
+  end
   return string.char(unpack(bytes)) .. job.body
 end
 
 -- Makes room for `n` arrivals before the caller writes anything, so that
--- arrival_score cannot fail halfway through. The counter restarts only
--- when no pending score is left to compare with. Answers whether there
--- was room.
+-- taking them cannot fail halfway through. The counter restarts only when
+-- no pending score is left to compare with. Answers whether there was
+-- room.
 local function reserve_arrivals(q, n)
   if n == 0 then return true end
   if tonumber(redis.call('GET', q.seq) or '0') + n < SEQ_SPAN then return true end
@@ -105,21 +123,45 @@ local function must_reserve_arrivals(q, n)
   if not reserve_arrivals(q, n) then fail('SEQUENCE_EXHAUSTED') end
 end
 
--- The score of a job entering the tail of its priority class now; the
--- caller has reserved room for it.
-local function arrival_score(q, prio)
-  return string.format('%.17g', prio + redis.call('INCR', q.seq) / SEQ_SPAN)
+-- Takes `n` reserved arrivals at once; answers the first one's number.
+local function take_arrivals(q, n)
+  return redis.call('INCRBY', q.seq, n) - n + 1
 end
 
--- Makes a job claimable behind every job already waiting in its class.
--- Waiting long polls sleep only while the queue is empty, so only the
--- empty-to-non-empty edge needs a wake-up.
-local function make_pending(q, id, job, ready)
-  job.ready = ready
-  redis.call('HSET', q.jobs, id, encode(job))
+-- The score of arrival number `seq` in class `prio`: behind every job
+-- that arrived in the class before it.
+local function score(prio, seq)
+  return string.format('%.17g', prio + seq / SEQ_SPAN)
+end
+
+-- Wakes the long polls of every instance when pending went from empty to
+-- not empty: a claim waits only while the queue is empty, so that edge is
+-- the only one that needs a message. `was_empty` is read before the adds.
+local function wake_if_filled(q, was_empty)
+  if was_empty and redis.call('ZCARD', q.pending) > 0 then
+    redis.call('PUBLISH', q.wake, '')
+  end
+end
+
+-- Makes jobs claimable, in order, behind every job already waiting in
+-- their class: `moves` holds {id, job, ready} triples. The caller has
+-- reserved their arrivals.
+local function make_pending(q, moves)
+  if #moves == 0 then return end
   local was_empty = redis.call('ZCARD', q.pending) == 0
-  redis.call('ZADD', q.pending, arrival_score(q, job.prio), id)
-  if was_empty then redis.call('PUBLISH', q.wake, '') end
+  local seq = take_arrivals(q, #moves)
+  local records, scores = {}, {}
+  for i, move in ipairs(moves) do
+    local id, job = move[1], move[2]
+    job.ready = move[3]
+    records[#records + 1] = id
+    records[#records + 1] = encode(job)
+    scores[#scores + 1] = score(job.prio, seq + i - 1)
+    scores[#scores + 1] = id
+  end
+  redis.call('HSET', q.jobs, unpack(records))
+  redis.call('ZADD', q.pending, unpack(scores))
+  wake_if_filled(q, was_empty)
 end
 
 local function make_scheduled(q, id, job, run_at)
@@ -134,21 +176,26 @@ local function make_dead(q, id, job, now)
 end
 
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
--- earliest first; answers how many. Reserves their arrivals itself.
+-- earliest first; answers how many.
 local function promote_due(q, now, limit)
   local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
   if #due == 0 or not reserve_arrivals(q, #due / 2) then return 0 end
+  local ids, moves = {}, {}
   for i = 1, #due, 2 do
-    local id = due[i]
-    redis.call('ZREM', q.scheduled, id)
-    make_pending(q, id, decode(redis.call('HGET', q.jobs, id)), tonumber(due[i + 1]))
+    ids[#ids + 1] = due[i]
   end
-  return #due / 2
+  local records = redis.call('HMGET', q.jobs, unpack(ids))
+  for i, id in ipairs(ids) do
+    moves[i] = {id, decode(records[i]), tonumber(due[2 * i])}
+  end
+  redis.call('ZREM', q.scheduled, unpack(ids))
+  make_pending(q, moves)
+  return #ids
 end
 
 -- The reply for one job, in any state:
--- {id, record, state, state time (run_at, lease deadline or dead_at), lease, last error}
--- Needs q.jobs, q.processing, q.scheduled, q.dead, q.leases and q.errors.
+-- {id, record, state, state time (run_at, lease deadline or dead_at), lease}
+-- Needs q.jobs, q.processing, q.scheduled, q.dead and q.leases.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
@@ -165,7 +212,12 @@ local function view(q, id)
       if score then state, at = 'dead', score end
     end
   end
-  return {id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.errors, id)}
+  return {id, record, state, at, redis.call('HGET', q.leases, id)}
+end
+
+-- The token of a `leases` entry, "token:worker".
+local function token_of(lease)
+  return string.match(lease, '^([^:]*):')
 end
 
 -- Checks that `token` is the job's current lease: answers the lease entry,
@@ -176,32 +228,56 @@ local function current_lease(q, id, token)
     if redis.call('HEXISTS', q.jobs, id) == 1 then return nil, 'LEASE_LOST' end
     return nil, 'NOT_FOUND'
   end
-  if string.match(lease, '^([^:]*):') ~= token then return nil, 'LEASE_LOST' end
+  if token_of(lease) ~= token then return nil, 'LEASE_LOST' end
   return lease
 end
 
--- Acknowledges one job: with its current lease token it is deleted.
--- Answers 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
-local function ack_one(q, id, token)
-  local lease, problem = current_lease(q, id, token)
-  if not lease then return problem end
-  redis.call('ZREM', q.processing, id)
-  redis.call('HDEL', q.leases, id)
-  redis.call('HDEL', q.jobs, id)
-  redis.call('HDEL', q.errors, id)
-  return 'OK'
+-- Acknowledges jobs: each one whose token is its current lease is deleted.
+-- `pairs` is a flat list of id, token. Answers one status per pair, in
+-- order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
+local function ack_all(q, pairs)
+  local ids = {}
+  for i = 1, #pairs, 2 do
+    ids[#ids + 1] = pairs[i]
+  end
+  if #ids == 0 then return {} end
+  local leases = redis.call('HMGET', q.leases, unpack(ids))
+  local statuses, done, gone = {}, {}, {}
+  for i, id in ipairs(ids) do
+    local lease = leases[i]
+    if done[id] then
+      -- Acked earlier in this call: gone by now.
+      statuses[i] = 'NOT_FOUND'
+    elseif lease and token_of(lease) == pairs[2 * i] then
+      statuses[i] = 'OK'
+      done[id] = true
+      gone[#gone + 1] = id
+    elseif lease or redis.call('HEXISTS', q.jobs, id) == 1 then
+      statuses[i] = 'LEASE_LOST'
+    else
+      statuses[i] = 'NOT_FOUND'
+    end
+  end
+  if #gone > 0 then
+    redis.call('ZREM', q.processing, unpack(gone))
+    redis.call('HDEL', q.leases, unpack(gone))
+    redis.call('HDEL', q.jobs, unpack(gone))
+  end
+  return statuses
 end
 
 -- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
 -- pending (or scheduled after `delay`), or to the DLQ when `bury` is set or
--- its attempts are used up. `prio` (optional) moves it to another class.
--- The caller has reserved an arrival for it.
-local function end_lease(q, id, now, delay, bury, prio)
+-- its attempts are used up. `prio` (optional) moves it to another class;
+-- `error` (optional) becomes its last error. The caller has reserved an
+-- arrival for it.
+local function end_lease(q, id, now, delay, bury, prio, error)
   redis.call('ZREM', q.processing, id)
   redis.call('HDEL', q.leases, id)
   local job = decode(redis.call('HGET', q.jobs, id))
   job.attempts = job.attempts + 1
   if prio then job.prio = prio end
+  if error then job.error = error end
   if bury or job.attempts >= job.max then
     make_dead(q, id, job, now)
     return 'dead'
@@ -209,6 +285,6 @@ local function end_lease(q, id, now, delay, bury, prio)
     make_scheduled(q, id, job, now + delay)
     return 'scheduled'
   end
-  make_pending(q, id, job, now)
+  make_pending(q, {{id, job, now}})
   return 'pending'
 end

@@ -3,21 +3,20 @@
 -- expired', back to pending, or to the DLQ once attempts reach
 -- max_attempts), then promotes up to `batch` due scheduled jobs. Safe to
 -- run from every instance at once: a lease is taken back exactly once.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, errors, seq
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, seq
 -- ARGV[1] wake channel, ARGV[2] batch
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted}
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
-    jobs = keys[5], leases = keys[6], errors = keys[7], seq = keys[8], wake = argv[1],
+    jobs = keys[5], leases = keys[6], seq = keys[7], wake = argv[1],
   }
   local now, batch = now_ms(), tonumber(argv[2])
   local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
   local buried = 0
   if #expired > 0 and reserve_arrivals(q, #expired) then
     for _, id in ipairs(expired) do
-      redis.call('HSET', q.errors, id, 'lease expired')
-      if end_lease(q, id, now, 0, false, nil) == 'dead' then buried = buried + 1 end
+      if end_lease(q, id, now, 0, false, nil, 'lease expired') == 'dead' then buried = buried + 1 end
     end
   else
     expired = {}

@@ -125,8 +125,8 @@ pub(crate) struct ClaimBatch {
 }
 
 /// The claim function's reply per request: ack statuses, then per leased
-/// job `{id, record, token, last error}`.
-type RawClaim = (Vec<String>, Vec<(String, Vec<u8>, String, Option<String>)>);
+/// job `{id, record, token}`.
+type RawClaim = (Vec<String>, Vec<(String, Vec<u8>, String)>);
 
 impl Batch for ClaimBatch {
     type Entry = ClaimEntry;
@@ -167,14 +167,14 @@ impl Batch for ClaimBatch {
                 let expires_at_ms = now_ms + i64::try_from(entry.lease_ms).unwrap_or(i64::MAX);
                 let jobs = jobs
                     .into_iter()
-                    .map(|(id, record, token, last_error)| {
+                    .map(|(id, record, token)| {
                         let lease = Lease {
                             token,
                             worker: (!entry.worker.is_empty()).then(|| entry.worker.clone()),
                             expires_at_ms,
                         };
                         let state = JobState::Processing;
-                        Job::from_record(id, &record, state, None, Some(lease), last_error)
+                        Job::from_record(id, &record, state, None, Some(lease))
                             .ok_or_else(|| malformed("claim"))
                     })
                     .collect::<Result<_>>()?;

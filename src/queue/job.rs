@@ -48,7 +48,6 @@ impl Job {
         state: JobState,
         at_ms: Option<i64>,
         lease: Option<Lease>,
-        last_error: Option<String>,
     ) -> Option<Self> {
         let record = Record::decode(record)?;
         Some(Self {
@@ -62,27 +61,20 @@ impl Job {
             enqueued_at_ms: record.enqueued_at_ms,
             run_at_ms: at_ms.filter(|_| state == JobState::Scheduled),
             lease,
-            last_error,
+            last_error: record.last_error.map(str::to_owned),
             dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
         })
     }
 }
 
-/// The functions' view of a job: `{id, record, state, state time, lease,
-/// last error}` (see `view` in `lua/library.lua`).
-type RawView = (
-    String,
-    Vec<u8>,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+/// The functions' view of a job: `{id, record, state, state time, lease}`
+/// (see `view` in `lua/library.lua`).
+type RawView = (String, Vec<u8>, String, Option<String>, Option<String>);
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, last_error) = RawView::from_redis_value(v)?;
-        decode_view(id, &record, &state, at.as_deref(), lease, last_error)
+        let (id, record, state, at, lease) = RawView::from_redis_value(v)?;
+        decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record").into())
     }
 }
@@ -93,7 +85,6 @@ fn decode_view(
     state: &str,
     at: Option<&str>,
     lease: Option<String>,
-    last_error: Option<String>,
 ) -> Option<Job> {
     // Scores come back as Redis prints doubles.
     let at_ms = at.and_then(|s| s.parse::<f64>().ok()).map(|ms| ms as i64);
@@ -108,7 +99,7 @@ fn decode_view(
         (JobState::Processing, Some(lease)) => Some(parse_lease(&lease, at_ms?)?),
         _ => None,
     };
-    Job::from_record(id, record, state, at_ms, lease, last_error)
+    Job::from_record(id, record, state, at_ms, lease)
 }
 
 /// A `leases` entry, `token:worker`.
@@ -132,6 +123,7 @@ mod tests {
             max_attempts: 5,
             enqueued_at_ms: 1_700_000_000_000,
             ready_at_ms: 1_700_000_000_500,
+            last_error: Some("boom"),
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }
@@ -146,7 +138,6 @@ mod tests {
             "processing",
             Some("1700000060000"),
             Some("tok-1:worker:7".into()),
-            Some("boom".into()),
         )
         .expect("decodes");
         assert_eq!(job.priority, 3);
@@ -159,11 +150,12 @@ mod tests {
         assert_eq!(lease.worker.as_deref(), Some("worker:7"));
         assert_eq!(lease.expires_at_ms, 1_700_000_060_000);
         assert_eq!(job.run_at_ms, None);
+        assert_eq!(job.last_error.as_deref(), Some("boom"));
     }
 
     #[test]
     fn rejects_a_malformed_view() {
-        assert!(decode_view("j".into(), b"3:1:{}", "pending", None, None, None).is_none());
-        assert!(decode_view("j".into(), &record(3), "lost", None, None, None).is_none());
+        assert!(decode_view("j".into(), b"3:1:{}", "pending", None, None).is_none());
+        assert!(decode_view("j".into(), &record(3), "lost", None, None).is_none());
     }
 }

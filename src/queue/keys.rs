@@ -14,20 +14,18 @@ pub enum Key {
     Dead,
     Jobs,
     Leases,
-    Errors,
     Seq,
     Floor,
 }
 
 impl Key {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 8] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
         Self::Dead,
         Self::Jobs,
         Self::Leases,
-        Self::Errors,
         Self::Seq,
         Self::Floor,
     ];
@@ -40,7 +38,6 @@ impl Key {
             Self::Dead => "dead",
             Self::Jobs => "jobs",
             Self::Leases => "leases",
-            Self::Errors => "errors",
             Self::Seq => "seq",
             Self::Floor => "floor",
         }
@@ -50,7 +47,7 @@ impl Key {
 /// The key names of one queue, built once.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
-    keys: [String; 9],
+    keys: [String; 8],
     wake: String,
 }
 

@@ -86,17 +86,15 @@ impl Function {
     fn keys(self) -> &'static [Key] {
         use Key::*;
         match self {
-            Self::Enqueue | Self::Nack | Self::Sweep => &[
-                Pending, Scheduled, Processing, Dead, Jobs, Leases, Errors, Seq,
-            ],
-            Self::Claim => &[
-                Pending, Scheduled, Processing, Jobs, Leases, Errors, Seq, Floor,
-            ],
-            Self::Ack | Self::Extend => &[Processing, Jobs, Leases, Errors],
-            Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases, Errors],
-            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs, Errors],
-            Self::Requeue => &[Pending, Dead, Jobs, Errors, Seq],
-            Self::DeadJobs => &[Dead, Jobs, Errors],
+            Self::Enqueue | Self::Nack | Self::Sweep => {
+                &[Pending, Scheduled, Processing, Dead, Jobs, Leases, Seq]
+            }
+            Self::Claim => &[Pending, Scheduled, Processing, Jobs, Leases, Seq, Floor],
+            Self::Ack | Self::Extend => &[Processing, Jobs, Leases],
+            Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases],
+            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs],
+            Self::Requeue => &[Pending, Dead, Jobs, Seq],
+            Self::DeadJobs => &[Dead, Jobs],
             Self::Stats => &[Pending, Scheduled, Processing, Dead, Jobs],
             Self::Ready => &[],
         }

@@ -1,12 +1,17 @@
 //! A job's record in the queue's `jobs` hash, and server-made ids.
 //!
 //! A record is a header of unsigned varints (LEB128: 7 bits a byte, least
-//! significant first): flags (0), priority, attempts, max_attempts,
-//! enqueued_at ms, and ready_at − enqueued_at ms; then the body: the task's
-//! length in bytes as a varint, the task, and the args as the client sent
-//! them. The functions in `lua/` read and rewrite the header and never the
-//! body. A job with 200 bytes of args and a 5-byte task takes a record of
-//! about 217 bytes, which jemalloc keeps in a 224-byte allocation.
+//! significant first): flags, priority, attempts, max_attempts,
+//! enqueued_at ms, and ready_at − enqueued_at ms; then, when flags has bit
+//! 1, the last error (its length as a varint, then the text); then the
+//! body: the task's length in bytes as a varint, the task, and the args as
+//! the client sent them. The functions in `lua/` read and rewrite the
+//! header and the error, never the body. A job with 200 bytes of args and
+//! a 5-byte task takes a record of 217 bytes, which jemalloc keeps in a
+//! 224-byte allocation.
+
+/// Flags bit: the header is followed by the last error.
+const HAS_ERROR: u64 = 1;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +22,7 @@ pub struct Record<'a> {
     pub enqueued_at_ms: i64,
     /// When the job last became pending, or its `run_at` while scheduled.
     pub ready_at_ms: i64,
+    pub last_error: Option<&'a str>,
     pub task: &'a str,
     /// JSON, as the client sent it.
     pub args: &'a str,
@@ -29,9 +35,16 @@ impl<'a> Record<'a> {
         let mut field = || read_varint(&mut rest);
         let (flags, priority, attempts, max_attempts, enqueued, ready_delta) =
             (field()?, field()?, field()?, field()?, field()?, field()?);
-        if flags != 0 {
-            return None;
-        }
+        let last_error = match flags {
+            0 => None,
+            HAS_ERROR => {
+                let len = usize::try_from(read_varint(&mut rest)?).ok()?;
+                let (error, after) = (rest.get(..len)?, rest.get(len..)?);
+                rest = after;
+                Some(std::str::from_utf8(error).ok()?)
+            }
+            _ => return None,
+        };
         let task_len = usize::try_from(read_varint(&mut rest)?).ok()?;
         let (task, args) = (rest.get(..task_len)?, rest.get(task_len..)?);
         let enqueued_at_ms = i64::try_from(enqueued).ok()?;
@@ -41,6 +54,7 @@ impl<'a> Record<'a> {
             max_attempts: u32::try_from(max_attempts).ok()?,
             enqueued_at_ms,
             ready_at_ms: enqueued_at_ms.checked_add(i64::try_from(ready_delta).ok()?)?,
+            last_error,
             task: std::str::from_utf8(task).ok()?,
             args: std::str::from_utf8(args).ok()?,
         })
@@ -49,8 +63,13 @@ impl<'a> Record<'a> {
     /// The whole record, as the functions write it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.task.len() + self.args.len());
+        let flags = if self.last_error.is_some() {
+            HAS_ERROR
+        } else {
+            0
+        };
         for n in [
-            0,
+            flags,
             u64::from(self.priority),
             u64::from(self.attempts),
             u64::from(self.max_attempts),
@@ -60,6 +79,10 @@ impl<'a> Record<'a> {
                 .unsigned_abs(),
         ] {
             write_varint(&mut out, n);
+        }
+        if let Some(error) = self.last_error {
+            write_varint(&mut out, error.len() as u64);
+            out.extend_from_slice(error.as_bytes());
         }
         out.extend_from_slice(&body(self.task, self.args));
         out
@@ -122,6 +145,7 @@ mod tests {
             max_attempts: 1000,
             enqueued_at_ms: 1_796_003_050_511,
             ready_at_ms: 1_796_003_050_511 + 2_592_000_000,
+            last_error: Some("boom: é"),
             task: "t:é",
             args: r#"{"a":[1,2]}"#,
         };
@@ -137,6 +161,7 @@ mod tests {
             max_attempts: 5,
             enqueued_at_ms: 1_796_003_050_511,
             ready_at_ms: 1_796_003_050_511,
+            last_error: None,
             task: "bench",
             args: "{}",
         };
@@ -153,6 +178,7 @@ mod tests {
             max_attempts: 5,
             enqueued_at_ms: 1,
             ready_at_ms: 1,
+            last_error: None,
             task: "task",
             args: "{}",
         }
