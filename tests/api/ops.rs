@@ -651,3 +651,43 @@ async fn grace_period_keeps_serving_while_readiness_turns_load_balancers_away() 
         "closed only after the grace period"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_with_prior_knowledge_shares_the_port_with_http1() {
+    let app = spawn_app_with(test_config()).await;
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    // Fifty enqueues multiplexed on the one connection an h2 client keeps.
+    let enqueues = (0..50).map(|n| {
+        h2.post(app.queue_url("h2", "/jobs"))
+            .json(&json!({"task": "t", "id": format!("job-{n}")}))
+            .send()
+    });
+    for answer in futures_util::future::join_all(enqueues).await {
+        let answer = answer.expect("answered over h2c");
+        assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+        assert_eq!(answer.status(), StatusCode::CREATED);
+    }
+    let claimed = h2
+        .post(app.queue_url("h2", "/claim"))
+        .json(&json!({"max_jobs": 50}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(claimed.version(), reqwest::Version::HTTP_2);
+    let claimed: Value = claimed.json().await.expect("JSON");
+    let jobs = claimed["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 50);
+    // The same port still speaks HTTP/1.1 to a plain client.
+    let answer = app.ack("h2", &jobs[0]).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    let plain = app
+        .http
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(plain.version(), reqwest::Version::HTTP_11);
+}
