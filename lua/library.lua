@@ -27,8 +27,8 @@
 --   the task's length in bytes (varint), the task, the args as sent.
 --
 -- Functions that add to pending may answer SEQUENCE_EXHAUSTED, always
--- before they write anything (see reserve_arrivals). A Lua error does not
--- undo the writes before it, so every check comes before the first write.
+-- before they write anything (see `reserve`). A Lua error does not undo
+-- the writes before it, so every check comes before the first write.
 
 -- 2^44 arrivals fit in the score's fraction next to an 8-bit priority:
 -- 8 + 44 bits stay exact in a float64.
@@ -56,6 +56,24 @@ local function put_varint(bytes, n)
     n = (n - low) / 128
   end
   bytes[#bytes + 1] = n
+end
+
+local function varint(n)
+  local bytes = {}
+  put_varint(bytes, n)
+  return string.char(unpack(bytes))
+end
+
+-- Varints of small numbers (priorities, attempts), made once each.
+local SMALL_VARINTS = {}
+
+local function small_varint(n)
+  local bytes = SMALL_VARINTS[n]
+  if not bytes then
+    bytes = varint(n)
+    SMALL_VARINTS[n] = bytes
+  end
+  return bytes
 end
 
 local HAS_ERROR = 1
@@ -107,25 +125,33 @@ local function encode(job)
   return string.char(unpack(bytes)) .. job.body
 end
 
--- Makes room for `n` arrivals before the caller writes anything, so that
--- taking them cannot fail halfway through. The counter restarts only when
--- no pending score is left to compare with. Answers whether there was
--- room.
-local function reserve_arrivals(q, n)
-  if n == 0 then return true end
-  if tonumber(redis.call('GET', q.seq) or '0') + n < SEQ_SPAN then return true end
-  if redis.call('ZCARD', q.pending) > 0 then return false end
-  redis.call('SET', q.seq, 0)
-  return true
+-- The queue's arrival counter for one call: read once, arrivals counted
+-- off it with `reserve`, written back once with `settle`.
+local function arrivals(q)
+  return {q = q, base = tonumber(redis.call('GET', q.seq) or '0'), used = 0}
 end
 
-local function must_reserve_arrivals(q, n)
-  if not reserve_arrivals(q, n) then fail('SEQUENCE_EXHAUSTED') end
+-- Reserves `n` arrivals and answers the first one's number, or nil when
+-- the counter is used up: it restarts only when no pending score is left
+-- to compare with. Writes nothing, so a caller can still refuse.
+local function reserve(a, n)
+  if a.base + a.used + n < SEQ_SPAN then
+    a.used = a.used + n
+    return a.base + a.used - n + 1
+  end
+  if a.used == 0 and redis.call('ZCARD', a.q.pending) == 0 then
+    a.base, a.used, a.restarted = 0, n, true
+    return 1
+  end
+  return nil
 end
 
--- Takes `n` reserved arrivals at once; answers the first one's number.
-local function take_arrivals(q, n)
-  return redis.call('INCRBY', q.seq, n) - n + 1
+local function must_reserve(a, n)
+  return reserve(a, n) or fail('SEQUENCE_EXHAUSTED')
+end
+
+local function settle(a)
+  if a.used > 0 or a.restarted then redis.call('SET', a.q.seq, a.base + a.used) end
 end
 
 -- The score of arrival number `seq` in class `prio`: behind every job
@@ -144,12 +170,11 @@ local function wake_if_filled(q, was_empty)
 end
 
 -- Makes jobs claimable, in order, behind every job already waiting in
--- their class: `moves` holds {id, job, ready} triples. The caller has
--- reserved their arrivals.
-local function make_pending(q, moves)
+-- their class: `moves` holds {id, job, ready} triples, and `seq` is the
+-- first of the arrivals reserved for them.
+local function make_pending(q, moves, seq)
   if #moves == 0 then return end
   local was_empty = redis.call('ZCARD', q.pending) == 0
-  local seq = take_arrivals(q, #moves)
   local records, scores = {}, {}
   for i, move in ipairs(moves) do
     local id, job = move[1], move[2]
@@ -176,10 +201,12 @@ local function make_dead(q, id, job, now)
 end
 
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
--- earliest first; answers how many.
-local function promote_due(q, now, limit)
+-- earliest first, with arrivals from `a`; answers how many.
+local function promote_due(q, a, now, limit)
   local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
-  if #due == 0 or not reserve_arrivals(q, #due / 2) then return 0 end
+  if #due == 0 then return 0 end
+  local seq = reserve(a, #due / 2)
+  if not seq then return 0 end
   local ids, moves = {}, {}
   for i = 1, #due, 2 do
     ids[#ids + 1] = due[i]
@@ -189,7 +216,7 @@ local function promote_due(q, now, limit)
     moves[i] = {id, decode(records[i]), tonumber(due[2 * i])}
   end
   redis.call('ZREM', q.scheduled, unpack(ids))
-  make_pending(q, moves)
+  make_pending(q, moves, seq)
   return #ids
 end
 
@@ -269,9 +296,9 @@ end
 -- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
 -- pending (or scheduled after `delay`), or to the DLQ when `bury` is set or
 -- its attempts are used up. `prio` (optional) moves it to another class;
--- `error` (optional) becomes its last error. The caller has reserved an
--- arrival for it.
-local function end_lease(q, id, now, delay, bury, prio, error)
+-- `error` (optional) becomes its last error. `seq` is an arrival the caller
+-- reserved for it.
+local function end_lease(q, id, seq, now, delay, bury, prio, error)
   redis.call('ZREM', q.processing, id)
   redis.call('HDEL', q.leases, id)
   local job = decode(redis.call('HGET', q.jobs, id))
@@ -285,6 +312,6 @@ local function end_lease(q, id, now, delay, bury, prio, error)
     make_scheduled(q, id, job, now + delay)
     return 'scheduled'
   end
-  make_pending(q, {{id, job, now}})
+  make_pending(q, {{id, job, now}}, seq)
   return 'pending'
 end

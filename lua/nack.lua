@@ -15,8 +15,10 @@ redis.register_function('nack_' .. VERSION, function(keys, argv)
   local id = argv[2]
   local lease, problem = current_lease(q, id, argv[3])
   if not lease then fail(problem) end
-  must_reserve_arrivals(q, 1)
+  local a = arrivals(q)
+  local seq = must_reserve(a, 1)
   local error = argv[7] == '1' and argv[8] or nil
-  end_lease(q, id, now_ms(), tonumber(argv[4]), argv[5] == '1', tonumber(argv[6]), error)
+  end_lease(q, id, seq, now_ms(), tonumber(argv[4]), argv[5] == '1', tonumber(argv[6]), error)
+  settle(a)
   return view(q, id)
 end)

@@ -10,11 +10,13 @@ redis.register_function('requeue_' .. VERSION, function(keys, argv)
   local record = redis.call('HGET', q.jobs, id)
   if not record then fail('NOT_FOUND') end
   if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
-  must_reserve_arrivals(q, 1)
+  local a = arrivals(q)
+  local seq = must_reserve(a, 1)
   redis.call('ZREM', q.dead, id)
   local job = decode(record)
   job.attempts = 0
   job.prio = tonumber(argv[3]) or job.prio
-  make_pending(q, {{id, job, now_ms()}})
+  make_pending(q, {{id, job, now_ms()}}, seq)
+  settle(a)
   return {id, redis.call('HGET', q.jobs, id), 'pending', false, false}
 end)

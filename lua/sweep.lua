@@ -11,15 +11,20 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
     jobs = keys[5], leases = keys[6], seq = keys[7], wake = argv[1],
   }
-  local now, batch = now_ms(), tonumber(argv[2])
+  local now, batch, a = now_ms(), tonumber(argv[2]), arrivals(q)
   local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+  local seq = #expired > 0 and reserve(a, #expired)
   local buried = 0
-  if #expired > 0 and reserve_arrivals(q, #expired) then
-    for _, id in ipairs(expired) do
-      if end_lease(q, id, now, 0, false, nil, 'lease expired') == 'dead' then buried = buried + 1 end
+  if seq then
+    for i, id in ipairs(expired) do
+      if end_lease(q, id, seq + i - 1, now, 0, false, nil, 'lease expired') == 'dead' then
+        buried = buried + 1
+      end
     end
   else
     expired = {}
   end
-  return {#expired, buried, promote_due(q, now, batch)}
+  local promoted = promote_due(q, a, now, batch)
+  settle(a)
+  return {#expired, buried, promoted}
 end)

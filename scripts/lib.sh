@@ -119,6 +119,36 @@ redis_answers() {
   ' "$1" "$2" 2>/dev/null
 }
 
+# Prints the version of the Redis at host $1, port $2 (from INFO server),
+# or nothing when it does not answer. bash's /dev/tcp again: no redis-cli.
+redis_version() {
+  local bound=()
+  command -v timeout >/dev/null 2>&1 && bound=(timeout 3)
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  ${bound[@]+"${bound[@]}"} bash -c '
+    exec 3<>"/dev/tcp/$0/$1" || exit 1
+    printf "INFO server\r\n" >&3
+    while IFS= read -r -t 2 line <&3; do
+      case "$line" in redis_version:*) line="${line#redis_version:}"; printf "%s\n" "${line%$(printf "\r")}"; exit 0 ;; esac
+    done
+    exit 1
+  ' "$1" "$2" 2>/dev/null
+}
+
+# Stops with a clear message when the Redis at host $1, port $2 is older
+# than 7.0: prioq keeps its logic in a Redis Functions library.
+require_redis_7() {
+  local version major
+  version="$(redis_version "$1" "$2")" || return 0
+  major="${version%%.*}"
+  case "$major" in
+    '' | *[!0-9]*) return 0 ;;
+  esac
+  if [ "$major" -lt 7 ]; then
+    die "the Redis on $1:$2 is version $version; prioq needs Redis 7.0 or later (it loads a Redis Functions library). Upgrade it, or point PRIOQ_REDIS_URL at a Redis 7."
+  fi
+}
+
 ensure_cargo() {
   command -v cargo >/dev/null 2>&1 ||
     die "needs the Rust toolchain (cargo); install it from https://rustup.rs and run this again"

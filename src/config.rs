@@ -83,6 +83,24 @@ pub struct Config {
     #[arg(long, env = "PRIOQ_SHUTDOWN_GRACE_MS", default_value_t = 0)]
     pub shutdown_grace_ms: u64,
 
+    /// Threads serving requests; default one per core this process may
+    /// use. One thread spends the least CPU per request: on a machine with
+    /// many cores, several instances of one thread each are the cheapest.
+    #[arg(long, env = "PRIOQ_WORKER_THREADS",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
+
+    /// Log one line per request. Off, only failed (5xx), slow and
+    /// abandoned requests are logged.
+    #[arg(long, env = "PRIOQ_LOG_REQUESTS", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub log_requests: bool,
+
+    /// A request taking longer than this, beyond the wait a long poll asked
+    /// for, is logged as slow.
+    #[arg(long, env = "PRIOQ_SLOW_REQUEST_MS", default_value_t = 1000)]
+    pub slow_request_ms: u64,
+
     /// Log format: `text` (readable lines) or `json` (one object per line).
     #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -115,6 +133,10 @@ impl Config {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn slow_request(&self) -> Duration {
+        Duration::from_millis(self.slow_request_ms)
     }
 
     pub fn redis_timeout(&self) -> Duration {

@@ -3,8 +3,11 @@ use prioq::config::{Command, Config};
 use prioq::startup::{self, Application};
 use utoipa::OpenApi;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// glibc's allocator took a sixth of the request path's CPU in a profile.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     if let Some(Command::Openapi) = config.command {
         let document = prioq::http::ApiDoc::openapi().to_pretty_json()?;
@@ -14,6 +17,14 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.worker_threads {
+        runtime.worker_threads(usize::from(threads));
+    }
+    runtime.enable_all().build()?.block_on(run(config))
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
     prioq::telemetry::init_logs(config.log_format);
     let app = Application::build(config).await?;
     tracing::info!(address = %app.local_addr(), "prioq listening");

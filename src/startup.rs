@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::http::{self, AppState};
+use crate::http::{self, AppContext, AppState};
 use crate::queue::{Broker, BrokerConfig, RedisPool, wake};
 use crate::sweeper;
 
@@ -47,11 +47,11 @@ impl Application {
             listen(config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
         Ok(Self {
             listener,
-            state: AppState {
+            state: AppState::new(AppContext {
                 broker: Arc::new(broker),
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
-            },
+            }),
             seeds,
         })
     }

@@ -5,6 +5,8 @@
 //! histogram go through the `metrics` facade into one Prometheus recorder
 //! per process; queue depths are read from Redis at scrape time.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -70,6 +72,33 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
             );
         }
         handle
+    })
+}
+
+/// The request-duration histogram of a route and status, looked up once
+/// per thread rather than on every request.
+pub fn request_duration(route: &str, status: u16) -> metrics::Histogram {
+    thread_local! {
+        static HISTOGRAMS: RefCell<HashMap<String, HashMap<u16, metrics::Histogram>>> =
+            RefCell::default();
+    }
+    HISTOGRAMS.with_borrow_mut(|routes| {
+        if let Some(histogram) = routes
+            .get(route)
+            .and_then(|by_status| by_status.get(&status))
+        {
+            return histogram.clone();
+        }
+        let histogram = metrics::histogram!(
+            "prioq_http_request_duration_seconds",
+            "route" => route.to_owned(),
+            "status" => status.to_string(),
+        );
+        routes
+            .entry(route.to_owned())
+            .or_default()
+            .insert(status, histogram.clone());
+        histogram
     })
 }
 

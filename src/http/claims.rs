@@ -2,17 +2,17 @@
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
+use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
 use super::jobs::{JobView, check_delay};
 use super::params::{JobPath, QueuePath, is_job_id};
+use super::{AppState, AskedToWait};
 use crate::queue::{AckOutcome, ClaimOptions, Nack, QueueError};
 
 pub fn router() -> Router<AppState> {
@@ -88,7 +88,7 @@ pub async fn claim(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     OptionalJsonBody(request): OptionalJsonBody<ClaimRequest>,
-) -> Result<axum::Json<ClaimResponse>> {
+) -> Result<(Extension<AskedToWait>, axum::Json<ClaimResponse>)> {
     let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
     if !LEASE_MS.contains(&lease_ms) {
         return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
@@ -115,16 +115,17 @@ pub async fn claim(
         Some(entries) => check_ack_entries("ack", entries)?,
         None => Vec::new(),
     };
+    let wait = Duration::from_millis(request.wait_ms);
     let options = ClaimOptions {
         worker: request.worker.filter(|w| !w.is_empty()),
         lease_ms,
         max_jobs,
-        wait: Duration::from_millis(request.wait_ms),
+        wait,
         acks,
     };
     let queue = path.queue.as_str();
     let claimed = state.broker.claim(queue, options, &state.shutdown).await?;
-    Ok(axum::Json(ClaimResponse {
+    let answer = axum::Json(ClaimResponse {
         jobs: claimed
             .jobs
             .into_iter()
@@ -133,7 +134,8 @@ pub async fn claim(
         acked: request
             .ack
             .map(|entries| ack_results(entries, claimed.acked)),
-    }))
+    });
+    Ok((Extension(AskedToWait(wait)), answer))
 }
 
 /// Proof of the current lease.

@@ -14,7 +14,7 @@ mod queues;
 mod ui;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -23,7 +23,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
-use tracing::Instrument;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
@@ -31,14 +30,36 @@ use crate::queue::Broker;
 use error::{ApiError, ErrorCause};
 pub use openapi::ApiDoc;
 
-/// What every handler can reach.
+/// What every handler can reach; cloned for every request, so one `Arc`.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppContext>);
+
+#[derive(Debug)]
+pub struct AppContext {
     pub broker: Arc<Broker>,
     pub config: Arc<Config>,
     /// Cancelled when the service stops: long polls answer early.
     pub shutdown: CancellationToken,
 }
+
+impl AppState {
+    pub fn new(context: AppContext) -> Self {
+        Self(Arc::new(context))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppContext;
+
+    fn deref(&self) -> &AppContext {
+        &self.0
+    }
+}
+
+/// Set on a response by a handler that waited on purpose (a long poll):
+/// that long is not slowness.
+#[derive(Debug, Clone, Copy)]
+pub struct AskedToWait(pub Duration);
 
 const REQUEST_ID: &str = "x-request-id";
 
@@ -73,43 +94,42 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed("this route does not take that method".into())
 }
 
-/// Gives the request an id (the proxy's, or a fresh one) that every log
-/// line of the request carries and the answer echoes; then logs one line
-/// and records the request's duration by matched route and status. While
+/// Gives the request an id (the proxy's, or a fresh one) that the answer
+/// echoes and its log line carries; records the request's duration by
+/// matched route and status, and logs a line for a failed, slow or
+/// abandoned request (for every request with `PRIOQ_LOG_REQUESTS`). While
 /// the instance shuts down, answers close their connections.
 async fn observe(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let request_id = request
+    let id = request
         .headers()
         .get(REQUEST_ID)
-        .filter(|id| (1..=200).contains(&id.len()))
-        .and_then(|id| id.to_str().ok())
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let id_header = HeaderValue::from_str(&request_id).ok();
-    if let Some(id) = &id_header {
+        .filter(|id| (1..=200).contains(&id.len()) && id.to_str().is_ok())
+        .cloned()
+        .or_else(|| HeaderValue::from_str(&format!("{:016x}", rand::random::<u64>())).ok());
+    if let Some(id) = &id {
         request.headers_mut().insert(REQUEST_ID, id.clone());
     }
-    let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_owned();
-    let span = tracing::info_span!("request", request_id);
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let mut outcome = Outcome {
-        span: span.clone(),
+        state: state.clone(),
         started,
-        method,
+        method: request.method().clone(),
         route,
-        status: None,
-        cause: None,
+        request_id: id.clone(),
+        answer: None,
     };
-    let mut response = next.run(request).instrument(span).await;
-    outcome.status = Some(response.status().as_u16());
-    outcome.cause = response.extensions().get::<ErrorCause>().cloned();
+    let mut response = next.run(request).await;
+    outcome.answer = Some((
+        response.status().as_u16(),
+        response.extensions().get::<ErrorCause>().cloned(),
+        response
+            .extensions()
+            .get::<AskedToWait>()
+            .map(|wait| wait.0),
+    ));
     drop(outcome);
-    if let Some(id) = id_header {
+    if let Some(id) = id {
         response.headers_mut().insert(REQUEST_ID, id);
     }
     if state.shutdown.is_cancelled() {
@@ -121,40 +141,49 @@ async fn observe(State(state): State<AppState>, mut request: Request, next: Next
     response
 }
 
-/// What `observe` reports of one request when it ends: answered, or
-/// dropped because the client went away first (status 499, as nginx
-/// calls it).
+/// What `observe` reports of one request when it ends: answered (status,
+/// server-side cause, wait asked for), or dropped because the client went
+/// away first (status 499, as nginx calls it).
 struct Outcome {
-    span: tracing::Span,
+    state: AppState,
     started: Instant,
     method: axum::http::Method,
-    route: String,
-    status: Option<u16>,
-    cause: Option<ErrorCause>,
+    route: Option<MatchedPath>,
+    request_id: Option<HeaderValue>,
+    answer: Option<(u16, Option<ErrorCause>, Option<Duration>)>,
 }
 
 impl Drop for Outcome {
     fn drop(&mut self) {
         const CLIENT_WENT_AWAY: u16 = 499;
-        let status = self.status.unwrap_or(CLIENT_WENT_AWAY);
         let elapsed = self.started.elapsed();
-        metrics::histogram!(
-            "prioq_http_request_duration_seconds",
-            "route" => self.route.clone(),
-            "status" => status.to_string(),
-        )
-        .record(elapsed.as_secs_f64());
-        let (method, route) = (&self.method, self.route.as_str());
-        let latency_ms = elapsed.as_secs_f64() * 1000.0;
-        self.span.in_scope(|| match (&self.cause, self.status) {
-            (Some(cause), _) => {
-                tracing::error!(%method, route, status, latency_ms, cause = %cause.0, "request failed")
+        let status = self.answer.as_ref().map_or(CLIENT_WENT_AWAY, |a| a.0);
+        let route = self.route.as_ref().map_or("unmatched", MatchedPath::as_str);
+        crate::telemetry::request_duration(route, status).record(elapsed.as_secs_f64());
+        let asked_to_wait = self.answer.as_ref().and_then(|a| a.2).unwrap_or_default();
+        let slow = elapsed.saturating_sub(asked_to_wait) > self.state.config.slow_request();
+        let method = &self.method;
+        let request_id = self
+            .request_id
+            .as_ref()
+            .and_then(|id| id.to_str().ok())
+            .unwrap_or_default();
+        let latency_ms = format_args!("{:.3}", elapsed.as_secs_f64() * 1000.0);
+        match &self.answer {
+            Some((_, Some(cause), _)) => {
+                tracing::error!(request_id, %method, route, status, %latency_ms, cause = %cause.0, "request failed")
             }
-            (None, None) => {
-                tracing::info!(%method, route, status, latency_ms, "client went away before the answer")
+            None => {
+                tracing::info!(request_id, %method, route, status, %latency_ms, "client went away before the answer")
             }
-            (None, Some(_)) => tracing::info!(%method, route, status, latency_ms, "request"),
-        });
+            Some(_) if slow => {
+                tracing::warn!(request_id, %method, route, status, %latency_ms, "slow request")
+            }
+            Some(_) if self.state.config.log_requests => {
+                tracing::info!(request_id, %method, route, status, %latency_ms, "request")
+            }
+            Some(_) => {}
+        }
     }
 }
 

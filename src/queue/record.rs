@@ -120,17 +120,25 @@ fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
     None
 }
 
-/// A fresh server-made id: 128 random bits as 22 base62 characters (a job
-/// id, or the stem of a claim's lease tokens).
+/// A fresh server-made id: 22 base62 characters drawn from a random
+/// stream (log2(62) × 22 ≈ 131 bits, so at least 128 random bits), for a
+/// job id or the stem of a claim's lease tokens.
 pub fn new_id() -> String {
     const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut n: u128 = rand::random();
-    let mut id = [b'0'; 22];
-    for digit in id.iter_mut().rev() {
-        *digit = DIGITS[(n % 62) as usize];
-        n /= 62;
+    let mut id = String::with_capacity(22);
+    let mut rng = rand::rng();
+    while id.len() < 22 {
+        let mut bytes = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rng, &mut bytes);
+        // Six bits a character; 62 and 63 are dropped, so every digit is
+        // equally likely.
+        for byte in bytes.map(|b| usize::from(b & 63)) {
+            if let (Some(&digit), true) = (DIGITS.get(byte), id.len() < 22) {
+                id.push(char::from(digit));
+            }
+        }
     }
-    id.iter().map(|&b| char::from(b)).collect()
+    id
 }
 
 #[cfg(test)]
