@@ -691,3 +691,99 @@ async fn http2_with_prior_knowledge_shares_the_port_with_http1() {
         .expect("answered");
     assert_eq!(plain.version(), reqwest::Version::HTTP_11);
 }
+
+/// Sends `request` with `x-request-id: id` and answers its status.
+async fn status_of(request: reqwest::RequestBuilder, id: &str) -> StatusCode {
+    request
+        .header("x-request-id", id)
+        .send()
+        .await
+        .expect("answered")
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_logs_name_failures_and_slowness_and_successes_only_when_asked() {
+    let redis = RedisServer::start();
+    let http = reqwest::Client::new();
+    let quiet = Service::start(&redis.url()).await;
+    let chatty = Service::start_with(
+        &redis.url(),
+        &unique_prefix(),
+        &[("PRIOQ_LOG_REQUESTS", "true")],
+    )
+    .await;
+    let strict = Service::start_with(
+        &redis.url(),
+        &unique_prefix(),
+        &[("PRIOQ_SLOW_REQUEST_MS", "0")],
+    )
+    .await;
+    let enqueue = |service: &Service| {
+        http.post(service.url("/v1/queues/q/jobs"))
+            .json(&json!({"task": "t"}))
+    };
+    assert_eq!(
+        status_of(enqueue(&quiet), "ok-quiet").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        status_of(enqueue(&chatty), "ok-chatty").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        status_of(enqueue(&strict), "slow-strict").await,
+        StatusCode::CREATED
+    );
+    // A long poll waits on purpose: not slow, however long it asked for.
+    let poll = http
+        .post(quiet.url("/v1/queues/empty/claim"))
+        .json(&json!({"wait_ms": 1200}));
+    assert_eq!(status_of(poll, "poll-quiet").await, StatusCode::OK);
+    let missing = http.get(quiet.url("/v1/queues/q/jobs/nope"));
+    assert_eq!(
+        status_of(missing, "missing-quiet").await,
+        StatusCode::NOT_FOUND
+    );
+    drop(redis);
+    assert_eq!(
+        status_of(enqueue(&quiet), "down-quiet").await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+
+    let quiet_log = quiet.log();
+    let failed = quiet_log
+        .lines()
+        .find(|line| line.contains("down-quiet"))
+        .unwrap_or_else(|| panic!("the failed request is not logged:\n{quiet_log}"));
+    assert!(
+        failed.contains("request failed") && failed.contains("cause"),
+        "{failed}"
+    );
+    for id in ["ok-quiet", "poll-quiet", "missing-quiet"] {
+        assert!(!quiet_log.contains(id), "{id} was logged:\n{quiet_log}");
+    }
+    let chatty_log = chatty.log();
+    let line = chatty_log
+        .lines()
+        .find(|line| line.contains("ok-chatty"))
+        .unwrap_or_else(|| panic!("the request is not logged:\n{chatty_log}"));
+    let latency = line
+        .split("latency_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no latency: {line}"));
+    let decimals = latency.split('.').nth(1).map(str::len);
+    assert_eq!(
+        decimals,
+        Some(3),
+        "latency printed with fixed precision: {line}"
+    );
+    let strict_log = strict.log();
+    assert!(
+        strict_log
+            .lines()
+            .any(|line| line.contains("slow-strict") && line.contains("slow request")),
+        "{strict_log}"
+    );
+}
