@@ -8,17 +8,23 @@
 //!   extractors whose rejections take that shape; `openapi`: the generated
 //!   document; `ui`: the dashboard at
 //!   `/ui`, static files from `ui/` that call the `/v1` API from the browser.
-//! - [`queue`]: the queue's semantics over Redis, one function per
-//!   operation on [`queue::Broker`]; `backend` holds the shared connections
-//!   to one Redis or a cluster, `keys` names every key, `scripts` loads
-//!   `lua/`, one script per state transition; `wake` carries long-poll
-//!   wake-ups between instances.
+//! - [`queue`]: the queue's semantics over Redis, one method per operation
+//!   on [`queue::Broker`], each one call of a Redis function. [`queue::library`]
+//!   puts `lua/` together as a versioned Redis Functions library and loads
+//!   it where it is missing; `lane` sends the concurrent enqueues, claims
+//!   and acks of a queue together (group commit), and `batches` turns them
+//!   into function calls and their replies back into answers;
+//!   [`queue::keys`] names every key, [`queue::record`] is a job's stored
+//!   form, `job` the decoded job; `backend` holds the shared connections
+//!   to one Redis or a cluster; `wake` carries long-poll wake-ups between
+//!   instances.
 //! - [`sweeper`]: the task every instance runs to take back expired leases
 //!   and promote due scheduled jobs.
 //! - [`config`]: flags and `PRIOQ_*` variables; [`telemetry`]: logs and
 //!   metrics; [`startup`]: builds and runs the application.
 //!
-//! Data flows one way: request → handler → queue operation → Lua script.
+//! Data flows one way: request → handler → queue operation → lane → one
+//! Redis function call.
 
 pub mod config;
 pub mod http;
