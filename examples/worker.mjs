@@ -2,11 +2,14 @@
 // A prioq worker in Node.js 20 or later, with nothing but the built-in
 // fetch.
 //
-// It claims one job at a time with a long poll, extends the job's lease
-// every third of the lease while the job runs (a heartbeat), acks the job
-// when its task resolves and nacks it with the error when the task throws.
-// On SIGTERM or Ctrl-C it stops polling, finishes the job in hand (and acks
-// or nacks it), and exits 0.
+// It claims one job at a time, extends the job's lease every third of the
+// lease while the job runs (a heartbeat), and nacks the job with the error
+// when its task throws. When the task resolves, the ack goes with the next
+// claim, which then does not wait (wait_ms 0) so the ack's outcome is known
+// at once: a busy worker sends one request per job. When that claim finds
+// nothing, the worker long-polls (wait_ms 10000) until a job comes.
+// On SIGTERM or Ctrl-C it stops claiming, finishes the job in hand (and
+// nacks it, or acks it on its own), and exits 0.
 //
 //   PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails node examples/worker.mjs
 //
@@ -101,13 +104,18 @@ function retryDelayMs(attempts) {
 async function run() {
   console.log(`worker ${worker} polling ${queue}`);
   const claim = { worker, lease_ms: leaseMs, max_jobs: 1, wait_ms: WAIT_MS };
+  let pending = null; // { id, lease_token } of the job done last: acked with the next claim
+  let sent = 0; // claims sent that carry it
   let failures = 0;
   while (!stop.signal.aborted) {
+    // With an ack, no wait: the ack's outcome comes back at once.
+    const body = pending ? { ...claim, wait_ms: 0, ack: [pending] } : claim;
+    if (pending) sent += 1;
     let answer;
     try {
       // A job claimed in the instant a signal cuts this short goes back to
       // the queue when its lease runs out.
-      answer = await post('/claim', claim, { timeoutMs: WAIT_MS + 10000, signal: stop.signal });
+      answer = await post('/claim', body, { timeoutMs: WAIT_MS + 10000, signal: stop.signal });
       failures = 0;
     } catch (error) {
       if (stop.signal.aborted) break;
@@ -116,13 +124,32 @@ async function run() {
       const pause = backoff(failures);
       console.log(`backing off ${(pause / 1000).toFixed(1)} s: ${error.message}`);
       await sleep(pause, undefined, { signal: stop.signal }).catch(() => {});
-      continue;
+      continue; // the same claim, with the same ack: the token is safe to resend
     }
-    for (const job of answer.jobs) await handle(job);
+    if (pending) {
+      reportAck(pending.id, answer.acked[0], sent);
+      pending = null;
+      sent = 0;
+    }
+    for (const job of answer.jobs) pending = await handle(job);
+  }
+  if (pending) {
+    const path = `/jobs/${encodeURIComponent(pending.id)}`;
+    await finish(path, pending.id, 'ack', { lease_token: pending.lease_token }, `acked ${pending.id}`, sent);
   }
   console.log('stopped');
 }
 
+/** Logs the outcome of an ack sent with a claim, the `sent`th claim to carry it. */
+function reportAck(id, result, sent) {
+  if (result.status === 204 || (result.status === 404 && sent > 1)) {
+    console.log(`acked ${id}`); // a 404 on a retry: an earlier try went through
+  } else {
+    console.log(`dropped ${id}: ${result.code ?? result.status} (the lease ended before the ack)`);
+  }
+}
+
+/** Runs the job; resolves to { id, lease_token } when it is to be acked, else null. */
 async function handle(job) {
   const path = `/jobs/${encodeURIComponent(job.id)}`;
   console.log(`claimed ${job.id} (${job.task})`);
@@ -155,15 +182,19 @@ async function handle(job) {
   if (lost) {
     console.log(`dropped ${job.id}: lease lost`);
   } else if (failure === undefined) {
-    await finish(path, job.id, 'ack', { lease_token: job.lease_token }, `acked ${job.id}`);
+    return { id: job.id, lease_token: job.lease_token };
   } else {
     const body = { lease_token: job.lease_token, error: failure.slice(0, 2000), delay_ms: retryDelayMs(job.attempts) };
     await finish(path, job.id, 'nack', body, `nacked ${job.id}: ${failure}`);
   }
+  return null;
 }
 
-/** Acks or nacks, retrying while prioq is unavailable; the same token is safe to resend. */
-async function finish(path, id, verb, body, message) {
+/**
+ * Acks or nacks, retrying while prioq is unavailable; the same token is safe
+ * to resend. `sent`: claims that carried this ack and may have reached prioq.
+ */
+async function finish(path, id, verb, body, message, sent = 0) {
   for (let attempt = 1; attempt <= TRIES; attempt += 1) {
     try {
       await post(`${path}/${verb}`, body, { timeoutMs: 10000 });
@@ -171,7 +202,7 @@ async function finish(path, id, verb, body, message) {
       return;
     } catch (error) {
       if (error instanceof Gone) {
-        if (verb === 'ack' && attempt > 1 && error.message === 'not_found') {
+        if (verb === 'ack' && attempt + sent > 1 && error.message === 'not_found') {
           console.log(message); // an earlier try went through: the job is done
         } else {
           console.log(`dropped ${id}: ${error.message} (the lease ended before the ${verb})`);

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """A prioq worker in Python, standard library only.
 
-It claims one job at a time with a long poll, extends the job's lease
-every third of the lease while the job runs (a heartbeat), acks the job
-when its task returns and nacks it with the error when the task raises.
-On SIGTERM or Ctrl-C it stops polling, finishes the job in hand (and acks
-or nacks it), and exits 0.
+It claims one job at a time, extends the job's lease every third of the
+lease while the job runs (a heartbeat), and nacks the job with the error
+when its task raises. When the task returns, the ack goes with the next
+claim, which then does not wait (wait_ms 0) so the ack's outcome is known
+at once: a busy worker sends one request per job. When that claim finds
+nothing, the worker long-polls (wait_ms 10000) until a job comes.
+On SIGTERM or Ctrl-C it stops claiming, finishes the job in hand (and
+nacks it, or acks it on its own), and exits 0.
 
     PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails python3 examples/worker.py
 
@@ -145,30 +148,45 @@ class Worker:
     def run(self):
         log(f"worker {self.name} polling {self.queue}")
         claim = {"worker": self.name, "lease_ms": self.lease_ms, "max_jobs": 1, "wait_ms": WAIT_MS}
+        pending = None  # (id, lease_token) of the job done last: acked with the next claim
+        sent = 0  # claims sent that carry it
         failures = 0
         try:
             while not self.stopping.is_set():
+                body = claim
+                if pending:
+                    # No wait: the ack's outcome comes back at once.
+                    body = dict(claim, wait_ms=0, ack=[{"id": pending[0], "lease_token": pending[1]}])
+                    sent += 1
                 self.idle = True
                 try:
                     # A job claimed in the instant a signal cuts this short
                     # goes back to the queue when its lease runs out.
-                    answer = self.client.post("/claim", claim, timeout=WAIT_MS / 1000 + 10)
+                    answer = self.client.post("/claim", body, timeout=WAIT_MS / 1000 + 10)
                 except Unavailable as error:
                     failures += 1
                     pause = backoff(failures)
                     log(f"backing off {pause:.1f} s: {error}")
                     time.sleep(pause)
-                    continue
+                    continue  # the same claim, with the same ack: the token is safe to resend
                 finally:
                     self.idle = False
                 failures = 0
+                if pending:
+                    self.report_ack(pending[0], answer["acked"][0], sent)
+                    pending, sent = None, 0
                 for job in answer["jobs"]:
-                    self.handle(job)
+                    pending = self.handle(job)
         except Shutdown:
             pass
+        if pending:
+            job_id, token = pending
+            path = f"/jobs/{urllib.parse.quote(job_id, safe='')}"
+            self.finish(path, job_id, "ack", {"lease_token": token}, f"acked {job_id}", sent)
         log("stopped")
 
     def handle(self, job):
+        """Runs the job; answers (id, lease_token) when it is to be acked, else None."""
         job_id, token = job["id"], job["lease_token"]
         path = f"/jobs/{urllib.parse.quote(job_id, safe='')}"
         log(f"claimed {job_id} ({job['task']})")
@@ -190,10 +208,18 @@ class Worker:
         if lost.is_set():
             log(f"dropped {job_id}: lease lost")
         elif error is None:
-            self.finish(path, job_id, "ack", {"lease_token": token}, f"acked {job_id}")
+            return job_id, token
         else:
             body = {"lease_token": token, "error": error[:2000], "delay_ms": retry_delay_ms(job["attempts"])}
             self.finish(path, job_id, "nack", body, f"nacked {job_id}: {error}")
+        return None
+
+    def report_ack(self, job_id, result, sent):
+        """Logs the outcome of an ack sent with a claim, the `sent`th claim to carry it."""
+        if result["status"] == 204 or (result["status"] == 404 and sent > 1):
+            log(f"acked {job_id}")  # a 404 on a retry: an earlier try went through
+        else:
+            log(f"dropped {job_id}: {result.get('code', result['status'])} (the lease ended before the ack)")
 
     def heartbeat(self, path, job_id, token, lost, done):
         """Extends the lease every third of it until the job is done or the lease is lost."""
@@ -209,15 +235,18 @@ class Worker:
                 # The lease still runs; the next beat tries again.
                 log(f"heartbeat for {job_id} failed, retrying: {error}")
 
-    def finish(self, path, job_id, verb, body, message):
-        """Acks or nacks, retrying while prioq is unavailable; the same token is safe to resend."""
+    def finish(self, path, job_id, verb, body, message, sent=0):
+        """Acks or nacks, retrying while prioq is unavailable; the same token is safe to resend.
+
+        `sent`: claims that carried this ack and may have reached prioq.
+        """
         for attempt in range(1, TRIES + 1):
             try:
                 self.client.post(f"{path}/{verb}", body, timeout=10)
                 log(message)
                 return
             except Gone as error:
-                if verb == "ack" and attempt > 1 and str(error) == "not_found":
+                if verb == "ack" and attempt + sent > 1 and str(error) == "not_found":
                     log(message)  # an earlier try went through: the job is done
                 else:
                     log(f"dropped {job_id}: {error} (the lease ended before the {verb})")

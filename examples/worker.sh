@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # A prioq worker in bash, with curl and jq.
 #
-# It claims one job at a time with a long poll, extends the job's lease
-# every third of the lease while the job runs (a heartbeat, in the
-# background), acks the job when its task succeeds and nacks it with the
-# task's last line of stderr when the task fails. On SIGTERM or Ctrl-C it
-# stops polling, finishes the job in hand (and acks or nacks it), and exits 0.
+# It claims one job at a time, extends the job's lease every third of the
+# lease while the job runs (a heartbeat, in the background), and nacks the
+# job with the task's last line of stderr when the task fails. When the
+# task succeeds, the ack goes with the next claim, which then does not wait
+# (wait_ms 0) so the ack's outcome is known at once: a busy worker sends one
+# request per job. When that claim finds nothing, the worker long-polls
+# (wait_ms 10000) until a job comes. On SIGTERM or Ctrl-C it stops
+# claiming, finishes the job in hand (and nacks it, or acks it on its own),
+# and exits 0.
 #
 #   PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails examples/worker.sh
 #
@@ -162,10 +166,11 @@ heartbeat() {
   done
 }
 
-# finish VERB ID BODY MESSAGE: acks or nacks, retrying while prioq is
-# unavailable; the same token is safe to resend.
+# finish VERB ID BODY MESSAGE [SENT]: acks or nacks, retrying while prioq
+# is unavailable; the same token is safe to resend. SENT: claims that
+# carried this ack and may have reached prioq.
 finish() {
-  local verb="$1" id="$2" body="$3" message="$4" try
+  local verb="$1" id="$2" body="$3" message="$4" sent="${5:-0}" try
   for try in $(seq "$tries"); do
     post "/jobs/$(uri "$id")/$verb" "$body" 10
     case "$status" in
@@ -174,7 +179,7 @@ finish() {
         return
         ;;
       404 | 409)
-        if [ "$verb" = ack ] && [ "$try" -gt 1 ] && [ "$status" = 404 ]; then
+        if [ "$verb" = ack ] && [ $((try + sent)) -gt 1 ] && [ "$status" = 404 ]; then
           echo "$message" # an earlier try went through: the job is done
         else
           echo "dropped $id: $(reason) (the lease ended before the $verb)"
@@ -192,6 +197,7 @@ finish() {
   echo "gave up on the $verb of $id: the job runs again once its lease runs out"
 }
 
+# Runs a job; sets pending_id and pending_token when it is to be acked.
 handle() {
   local job="$1" id task args token attempts beat result=0 error body
   IFS=$'\t' read -r id task token attempts < <(jq -r '[.id, .task, .lease_token, .attempts] | @tsv' <<<"$job")
@@ -206,7 +212,8 @@ handle() {
   if [ -e "$work/lost" ]; then
     echo "dropped $id: lease lost"
   elif [ "$result" = 0 ]; then
-    finish ack "$id" "$(jq -nc --arg token "$token" '{lease_token: $token}')" "acked $id"
+    pending_id="$id"
+    pending_token="$token"
   else
     error="$(tail -n 1 "$work/task-error" | cut -c 1-2000)"
     [ -n "$error" ] || error="task $task exited with status $result"
@@ -217,24 +224,52 @@ handle() {
   fi
 }
 
+# Reports the outcome of the pending ack from the answer of the claim
+# that carried it, the $sent-th claim to do so.
+report_ack() {
+  local acked code
+  IFS=$'\t' read -r acked code < <(jq -r '.acked[0] | [.status, .code // ""] | @tsv' <<<"$answer")
+  if [ "$acked" = 204 ] || { [ "$acked" = 404 ] && [ "$sent" -gt 1 ]; }; then
+    echo "acked $pending_id" # a 404 on a retry: an earlier try went through
+  else
+    echo "dropped $pending_id: ${code:-$acked} (the lease ended before the ack)"
+  fi
+}
+
 echo "worker $worker polling $PRIOQ_QUEUE"
 claim="$(jq -nc --arg worker "$worker" --argjson lease "$lease_ms" --argjson wait "$wait_ms" \
   '{worker: $worker, lease_ms: $lease, max_jobs: 1, wait_ms: $wait}')"
+pending_id=""    # the job done last: acked with the next claim
+pending_token="" # its lease token
+sent=0           # claims sent that carry it
 failures=0
 while [ "$stopping" = 0 ]; do
+  body="$claim"
+  if [ -n "$pending_id" ]; then
+    # No wait: the ack's outcome comes back at once.
+    body="$(jq -c --arg id "$pending_id" --arg token "$pending_token" \
+      '.wait_ms = 0 | .ack = [{id: $id, lease_token: $token}]' <<<"$claim")"
+    sent=$((sent + 1))
+  fi
   idle=1
   # A job claimed in the instant a signal cuts this short goes back to the
   # queue when its lease runs out.
-  post /claim "$claim" $((wait_ms / 1000 + 10))
+  post /claim "$body" $((wait_ms / 1000 + 10))
   idle=0
   case "$status" in
     200)
       failures=0
+      if [ -n "$pending_id" ]; then
+        report_ack
+        pending_id=""
+        sent=0
+      fi
       job="$(jq -c '.jobs[0] // empty' <<<"$answer")"
       [ -z "$job" ] || handle "$job"
       ;;
     401) fatal "prioq refused the token ($(reason)); set PRIOQ_TOKEN to a valid API token" ;;
     000 | 5??)
+      # Then the same claim, with the same ack: the token is safe to resend.
       [ "$stopping" = 0 ] || break
       failures=$((failures + 1))
       pause="$(backoff "$failures")"
@@ -246,5 +281,8 @@ while [ "$stopping" = 0 ]; do
     *) fatal "prioq refused the claim ($(reason)); check PRIOQ_QUEUE and PRIOQ_LEASE_MS" ;;
   esac
 done
+if [ -n "$pending_id" ]; then
+  finish ack "$pending_id" "$(jq -nc --arg token "$pending_token" '{lease_token: $token}')" "acked $pending_id" "$sent"
+fi
 rm -rf "$work"
 echo "stopped"

@@ -1,6 +1,7 @@
 // The example workers in examples/ against a live prioq with a token and a
 // real Redis: they work through a queue, keep a long job's lease alive,
-// ack and nack, handle each error answer, and stop cleanly on SIGTERM.
+// ack each job with their next claim (one request per job) and nack,
+// handle each error answer, and stop cleanly on SIGTERM.
 
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -51,6 +52,18 @@ function startWorker(language, env) {
       ...env,
     },
   });
+}
+
+/**
+ * How many requests prioq has answered, by route and status, from the
+ * request-duration histogram on /metrics: `counts.get('<route> <status>')`.
+ */
+async function requestCounts() {
+  const { body } = await prioq.api.request('GET', '/metrics');
+  const counts = new Map();
+  const line = /^prioq_http_request_duration_seconds_count\{route="([^"]*)",status="(\d+)"\} (\d+)$/gm;
+  for (const [, route, status, count] of body.matchAll(line)) counts.set(`${route} ${status}`, Number(count));
+  return counts;
 }
 
 /** Sends SIGTERM and insists on exit status 0 within PROMPT_MS. */
@@ -104,6 +117,35 @@ for (const language of Object.keys(WORKERS)) {
       assert.equal((await api.job(queue, 'slow-2')).status, 404);
       const left = await api.job(queue, 'left-1');
       assert.equal(left.body.state, 'pending', 'a stopping worker claims nothing more');
+    });
+
+    test('acks each job with its next claim: one request per job', async () => {
+      const queue = `steady-${language}`;
+      const { api } = prioq;
+      const worker = startWorker(language, { PRIOQ_QUEUE: queue });
+      await worker.waitForLine(/ polling /);
+      const before = await requestCounts();
+      const ids = ['quick-1', 'quick-2', 'quick-3', 'quick-4', 'quick-5'];
+      const jobs = ids.map((id) => ({ id, task: 'echo', args: { id } }));
+      await api.expect(200, 'POST', `/v1/queues/${queue}/jobs/batch`, { jobs });
+      for (const id of ids) await worker.waitForLine(new RegExp(`^acked ${id}$`));
+      const counts = await requestCounts();
+      const since = (key) => (counts.get(key) ?? 0) - (before.get(key) ?? 0);
+
+      const claims = since('/v1/queues/{queue}/claim 200');
+      assert.ok(claims >= ids.length, `${claims} claims for ${ids.length} jobs`);
+      const singleAck = '/v1/queues/{queue}/jobs/{id}/ack 204';
+      assert.equal(since(singleAck), 0, 'no job was acked on its own');
+      // The long poll that got the first job, then one claim per job that
+      // carries its ack (and gets the next job): jobs + 1 requests, no more.
+      const asked = [...counts.keys()].filter((key) => /\/(claim|ack|extend|nack) /.test(key));
+      const requests = asked.reduce((sum, key) => sum + since(key), 0);
+      assert.ok(requests <= ids.length + 1, `${requests} requests for ${ids.length} jobs`);
+      assert.deepEqual(worker.lines.filter((line) => /lease lost|dropped|failed/.test(line)), []);
+      for (const id of ids) {
+        assert.equal((await api.job(queue, id)).status, 404, `${id} was acked`);
+      }
+      await stopsCleanly(worker);
     });
 
     test('stops at once on SIGTERM while it waits for work', async () => {
