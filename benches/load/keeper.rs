@@ -1,0 +1,251 @@
+//! The housekeeper: holds a queue's pending depth in a range above the
+//! depth asked for, before and during a run without calling a function, so `cmdstat_fcall` holds only
+//! the measured path. It refills with plain commands writing what the
+//! enqueue function writes, and drains the newest jobs with `ZPOPMAX` +
+//! `HDEL`; it counts its own commands so the reports can take them out of
+//! Redis's per-command figures.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
+use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::record;
+
+use crate::jobs::{PRIORITY, args_json, stored_record};
+use crate::redis_stats;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeeperMode {
+    Refill,
+    Drain,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeeperStats {
+    pub added: u64,
+    pub removed: u64,
+    pub min_depth: u64,
+    pub max_depth: u64,
+}
+
+/// The housekeeper's commands so far, by `INFO commandstats` name.
+#[derive(Debug, Clone, Default)]
+pub struct KeeperCalls(Arc<Mutex<BTreeMap<&'static str, u64>>>);
+
+impl KeeperCalls {
+    fn add(&self, command: &'static str, n: u64) {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *counts.entry(command).or_default() += n;
+    }
+
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Where a run holds the pending depth: [low, low + 2·slack].
+#[derive(Debug, Clone, Copy)]
+pub struct Range {
+    pub low: u64,
+    pub slack: u64,
+}
+
+impl Range {
+    /// The slack leaves room for twice the jobs the run's clients can hold
+    /// claimed at once (prioq coalesces 64 claims of 100 into one call of
+    /// 6,400) while the housekeeper's commands wait behind a busy Redis, so
+    /// claims seldom find the queue short.
+    pub fn new(depth: u64, claims_in_flight: u64) -> Self {
+        Self {
+            low: depth,
+            slack: (depth / 50).clamp(2_000, 20_000).max(2 * claims_in_flight),
+        }
+    }
+}
+
+/// Jobs per refill or drain command.
+const CHUNK: u64 = 1000;
+
+/// What the housekeeper runs with.
+#[derive(Debug)]
+struct Keeper {
+    con: MultiplexedConnection,
+    keys: QueueKeys,
+    range: Range,
+    args: String,
+    calls: KeeperCalls,
+    stats: KeeperStats,
+}
+
+impl Keeper {
+    fn new(con: MultiplexedConnection, keys: QueueKeys, range: Range, calls: KeeperCalls) -> Self {
+        Self {
+            con,
+            keys,
+            range,
+            args: args_json(),
+            calls,
+            stats: KeeperStats {
+                min_depth: u64::MAX,
+                ..KeeperStats::default()
+            },
+        }
+    }
+
+    /// One housekeeping step; whether it did anything. During a run it acts
+    /// once the depth has moved half the range, and takes it to the far end,
+    /// so the jobs in flight never push it out; to settle before a run
+    /// (`None`) it only brings the depth into the range.
+    async fn step(&mut self, mode: Option<KeeperMode>) -> Result<bool> {
+        let n: u64 = redis::cmd("ZCARD")
+            .arg(self.keys.key(Key::Pending))
+            .query_async(&mut self.con)
+            .await?;
+        self.calls.add("zcard", 1);
+        self.stats.min_depth = self.stats.min_depth.min(n);
+        self.stats.max_depth = self.stats.max_depth.max(n);
+        let Range { low, slack } = self.range;
+        let (middle, high) = (low + slack, low + 2 * slack);
+        let (refill_below, refill_to, drain_above, drain_to) = match mode {
+            Some(KeeperMode::Refill) => (middle, high, u64::MAX, high),
+            Some(KeeperMode::Drain) => (0, low, middle, low),
+            None => (low, middle, high, middle),
+        };
+        if n < refill_below {
+            self.refill(refill_to - n).await?;
+            return Ok(true);
+        }
+        if n > drain_above {
+            self.drain(n - drain_to).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Adds `n` pending jobs the cheap way, in two round trips: INCRBY for
+    /// their arrival numbers, then one HSET and one ZADD per thousand jobs,
+    /// writing exactly what the enqueue function writes (the record by the
+    /// crate's encoder; the score as `score` in lua/library.lua makes it).
+    async fn refill(&mut self, n: u64) -> Result<()> {
+        // 2^44 arrivals fit in the score's fraction next to the priority.
+        const SEQ_SPAN: f64 = 17_592_186_044_416.0;
+        let (last, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
+            .cmd("INCRBY")
+            .arg(self.keys.key(Key::Seq))
+            .arg(n)
+            .cmd("TIME")
+            .query_async(&mut self.con)
+            .await?;
+        let record = stored_record(&self.args, (secs * 1000 + micros / 1000) as i64);
+        let mut pipe = redis::pipe();
+        let mut seq = last + 1 - n;
+        let mut chunks = 0;
+        while seq <= last {
+            let end = (seq + CHUNK - 1).min(last);
+            let mut hset = redis::cmd("HSET");
+            hset.arg(self.keys.key(Key::Jobs));
+            let mut zadd = redis::cmd("ZADD");
+            zadd.arg(self.keys.key(Key::Pending));
+            for arrival in seq..=end {
+                let id = record::new_id();
+                hset.arg(&id).arg(&record);
+                // Exact in a float64, like the function's score.
+                zadd.arg(f64::from(PRIORITY) + arrival as f64 / SEQ_SPAN)
+                    .arg(id);
+            }
+            pipe.add_command(hset).add_command(zadd);
+            chunks += 1;
+            seq = end + 1;
+        }
+        pipe.query_async::<Vec<Value>>(&mut self.con).await?;
+        self.calls.add("incrby", 1);
+        self.calls.add("time", 1);
+        self.calls.add("hset", chunks);
+        self.calls.add("zadd", chunks);
+        self.stats.added += n;
+        Ok(())
+    }
+
+    /// Drops the `n` newest pending jobs; claims take the oldest, so the
+    /// two never meet.
+    async fn drain(&mut self, n: u64) -> Result<()> {
+        let mut remaining = n;
+        while remaining > 0 {
+            let take = remaining.min(CHUNK);
+            let popped: Vec<(String, f64)> = redis::cmd("ZPOPMAX")
+                .arg(self.keys.key(Key::Pending))
+                .arg(take)
+                .query_async(&mut self.con)
+                .await?;
+            self.calls.add("zpopmax", 1);
+            if popped.is_empty() {
+                break;
+            }
+            let mut hdel = redis::cmd("HDEL");
+            hdel.arg(self.keys.key(Key::Jobs));
+            for (id, _) in &popped {
+                hdel.arg(id);
+            }
+            hdel.query_async::<u64>(&mut self.con).await?;
+            self.calls.add("hdel", 1);
+            self.stats.removed += popped.len() as u64;
+            remaining = remaining.saturating_sub(popped.len() as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Brings the queue into its range before a run.
+pub async fn settle(
+    con: MultiplexedConnection,
+    keys: &QueueKeys,
+    range: Range,
+    calls: &KeeperCalls,
+) -> Result<()> {
+    let mut keeper = Keeper::new(con, keys.clone(), range, calls.clone());
+    for _ in 0..1000 {
+        if !keeper.step(None).await? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The housekeeper during a run, on a thread and a connection of its own:
+/// on the load's runtime it would wait behind the clients' tasks while the
+/// claims empty the queue.
+pub fn spawn(
+    client: redis::Client,
+    keys: QueueKeys,
+    range: Range,
+    mode: KeeperMode,
+    calls: KeeperCalls,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<KeeperStats>> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let con = redis_stats::connect(&client).await?;
+            let mut keeper = Keeper::new(con, keys, range, calls);
+            let deadline = Instant::now() + Duration::from_secs(600);
+            // Polls back off while the depth holds by itself: each poll is
+            // a command Redis serves during the measured window.
+            let mut idle = Duration::from_millis(1);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                if keeper.step(Some(mode)).await? {
+                    idle = Duration::from_millis(1);
+                } else {
+                    tokio::time::sleep(idle).await;
+                    idle = (idle * 2).min(Duration::from_millis(4));
+                }
+            }
+            Ok(keeper.stats)
+        })
+    })
+}

@@ -1,0 +1,365 @@
+//! prioq under load: real HTTP over loopback to a separate `prioq`
+//! process, next to prioq's own Redis functions pipelined straight into
+//! Redis and next to BullMQ, in one run, so every figure is also a ratio
+//! of what Redis itself does on this machine.
+//!
+//! ```sh
+//! cargo build --release && cargo bench --bench load             # full run, < 10 min
+//! cargo build --release && cargo bench --bench load -- --quick  # smoke run, < 3 min
+//! cargo bench --bench load -- --help                            # every flag
+//! ```
+//!
+//! It starts its own `redis-server` on a free port (`--save ''
+//! --appendonly no`) unless given `--redis-url`, and runs the `prioq`
+//! binary that cargo built next to this bench, with its defaults. With two
+//! cores or more, redis-server runs on core 1 and everything that talks to
+//! it (this load generator, prioq, BullMQ's Node.js) on core 0. It writes
+//! `bench/results.json`, `bench/results.md` and `bench/throughput.svg`; a
+//! `--quick` run writes `bench/quick-*` instead.
+//!
+//! Invoked without `--bench` (as `cargo test --all-targets` does), it does
+//! nothing.
+//!
+//! - `args`: flags, and the operations a run measures.
+//! - `jobs`: what the jobs and request bodies look like.
+//! - `procs`: redis-server and prioq processes, pinning, CPU from `/proc`.
+//! - `redis_stats`: `INFO commandstats`, `INFO cpu`, memory.
+//! - `keeper`: holds a queue's depth during a run.
+//! - `measure`: one run's window, its tasks' stats, its record.
+//! - `raw`: prioq's functions pipelined straight into Redis.
+//! - `http1`, `h2`: the lean HTTP/1.1 client and the HTTP/2 client.
+//! - `http_load`: what each HTTP client does per operation.
+//! - `long_poll`: wake-up latency across instances, idle long-poll cost.
+//! - `bullmq`: BullMQ end to end (`bench/bullmq/e2e.mjs`).
+//! - `report`: targets, JSON, markdown, SVG.
+
+mod args;
+mod bullmq;
+mod h2;
+mod http1;
+mod http_load;
+mod jobs;
+mod keeper;
+mod long_poll;
+mod measure;
+mod procs;
+mod raw;
+mod redis_stats;
+mod report;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use deadpool_redis::redis::{self, aio::MultiplexedConnection};
+use prioq::queue::keys::{QueueKeys, registry};
+
+use crate::args::Args;
+use crate::bullmq::BullmqResult;
+use crate::http_load::{HttpLoad, Protocol, Target};
+use crate::jobs::{PAYLOAD_BYTES, args_json, stored_body, stored_record};
+use crate::keeper::{KeeperCalls, KeeperMode};
+use crate::measure::{Load, Monitor, Plan, RunRecord, Shape, measure, record};
+use crate::procs::Pinning;
+use crate::report::{MemoryResult, Results, depth_label, human};
+
+fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if !argv
+        .iter()
+        .any(|a| a == "--bench" || a == "--help" || a == "-h")
+    {
+        println!("benches/load is a load benchmark: run it with `cargo bench --bench load`");
+        return Ok(());
+    }
+    let args = args::parse(&argv)?;
+    let pinning = Pinning::new(args.pin);
+    // Before the runtime starts its threads, so they are all pinned.
+    pinning.pin_self()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if pinning.on() {
+        runtime.worker_threads(1);
+    }
+    runtime.enable_all().build()?.block_on(run(args, pinning))
+}
+
+/// What every measured run of the prioq part shares.
+#[derive(Debug)]
+struct Runner {
+    monitor: Monitor,
+    redis: redis::Client,
+    warmup: Duration,
+    duration: Duration,
+    clk_tck: f64,
+}
+
+impl Runner {
+    async fn run<L: Load>(
+        &mut self,
+        load: Arc<L>,
+        shape: Shape,
+        tasks: usize,
+        keys: &QueueKeys,
+    ) -> Result<RunRecord> {
+        let plan = Plan {
+            tasks,
+            warmup: self.warmup,
+            duration: self.duration,
+            keys,
+            depth: shape.depth,
+            mode: if shape.op.claims() {
+                KeeperMode::Refill
+            } else {
+                KeeperMode::Drain
+            },
+        };
+        let measured = measure(&mut self.monitor, &self.redis, load, plan).await?;
+        Ok(record(shape, measured, self.clk_tck))
+    }
+}
+
+async fn run(args: Args, pinning: Pinning) -> Result<()> {
+    let started = Instant::now();
+    let started_at = procs::time_now();
+    let own_redis = args.redis_url.is_none();
+    let (redis_proc, redis_url) = match &args.redis_url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let port = procs::free_port()?;
+            (
+                Some(procs::start_redis(&pinning, port)?),
+                format!("redis://127.0.0.1:{port}"),
+            )
+        }
+    };
+    let prefix = if own_redis { "prioq" } else { "prioqbench" };
+    let redis_client = redis::Client::open(redis_url.as_str())?;
+    let mut con = redis_stats::connect(&redis_client).await?;
+    let server = redis_stats::info(&mut con, &["server"]).await?;
+    let redis_version = server.get("redis_version").cloned().unwrap_or_default();
+    if own_redis {
+        redis::cmd("FLUSHALL").query_async::<()>(&mut con).await?;
+    }
+    raw::load_library(&mut con).await?;
+
+    let http_client = reqwest::Client::builder()
+        .pool_max_idle_per_host(4096)
+        .tcp_nodelay(true)
+        .timeout(measure::REQUEST_TIMEOUT)
+        .build()?;
+    let port_a = procs::free_port()?;
+    let prioq_a = procs::start_prioq(&args, &pinning, port_a, &redis_url, prefix)?;
+    let base_a = format!("http://127.0.0.1:{port_a}");
+    procs::wait_ready(&http_client, &base_a).await?;
+
+    let mut cores = BTreeMap::new();
+    cores.insert("bench".to_owned(), procs::cores_of(std::process::id()));
+    cores.insert("prioq".to_owned(), procs::cores_of(prioq_a.pid()));
+    cores.insert(
+        "redis-server".to_owned(),
+        redis_proc.as_ref().map_or_else(
+            || "not started by the bench".to_owned(),
+            |p| procs::cores_of(p.pid()),
+        ),
+    );
+    println!(
+        "# prioq pid {} at {base_a}; redis-server at {redis_url} (v{redis_version}); bench pid {}; pinning {}; cores {cores:?}",
+        prioq_a.pid(),
+        std::process::id(),
+        pinning.note,
+    );
+
+    let mut runner = Runner {
+        monitor: Monitor {
+            con: redis_stats::connect(&redis_client).await?,
+            prioq_pids: vec![prioq_a.pid()],
+            keeper_calls: KeeperCalls::default(),
+        },
+        redis: redis_client.clone(),
+        warmup: args.warmup,
+        duration: args.duration,
+        clk_tck: procs::clock_ticks(),
+    };
+    let mut raw_cons = Vec::new();
+    for _ in 0..raw::CONNECTIONS {
+        raw_cons.push(redis_stats::connect(&redis_client).await?);
+    }
+
+    let addr_a = SocketAddr::from(([127, 0, 0, 1], port_a));
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut memory: Vec<MemoryResult> = Vec::new();
+    for &depth in &args.depths {
+        let queue = format!("bench-d{}", depth_label(depth));
+        let keys = QueueKeys::new(prefix, &queue);
+        raw::unlink_queue(&mut con, &keys).await?;
+        let m = prefill(&mut con, &raw_cons, &keys, depth).await?;
+        println!(
+            "# depth {}: prefilled in {:.1} s ({} jobs/s); {:.0} B/job, {:.0} B/job beyond the {PAYLOAD_BYTES}-byte payload",
+            depth_label(depth),
+            m.prefill_seconds,
+            human(m.prefill_jobs_per_s),
+            m.bytes_per_job,
+            m.bytes_per_job_beyond_payload
+        );
+        memory.push(m);
+
+        for &op in &args.ops {
+            let mut raw_rate = None;
+            if args.raw {
+                let load = Arc::new(raw::Raw {
+                    cons: raw_cons.clone(),
+                    keys: keys.clone(),
+                    op,
+                    body: stored_body(),
+                });
+                let shape = Shape {
+                    path: "raw",
+                    op,
+                    depth,
+                    concurrency: raw::CONNECTIONS,
+                    connections: raw::CONNECTIONS,
+                    producers: None,
+                };
+                let r = runner.run(load, shape, raw::CONNECTIONS, &keys).await?;
+                report::print_run(&r);
+                raw_rate = Some(r.jobs_per_s);
+                runs.push(r);
+            }
+            let mut protocols = vec![Protocol::Http1];
+            if args.http2 && op.over_http2() {
+                protocols.push(Protocol::Http2);
+            }
+            for protocol in protocols {
+                for &c in &args.concurrency {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let target = Target::new(addr_a, &queue);
+                    let load = Arc::new(
+                        HttpLoad::new(target, op, protocol, c, args.h2_connections).await?,
+                    );
+                    let shape = Shape {
+                        path: protocol.path(),
+                        op,
+                        depth,
+                        concurrency: c,
+                        connections: load.connections(),
+                        producers: load.producers(),
+                    };
+                    let mut r = runner
+                        .run(load, shape, HttpLoad::tasks(op, c), &keys)
+                        .await?;
+                    r.vs_raw = raw_rate.map(|raw| r.jobs_per_s / raw);
+                    report::print_run(&r);
+                    runs.push(r);
+                }
+            }
+        }
+        raw::unlink_queue(&mut con, &keys).await?;
+    }
+
+    let mut wake = None;
+    let mut idle = None;
+    if args.wake_rounds > 0 || args.idle_polls > 0 {
+        let port_b = procs::free_port()?;
+        let prioq_b = procs::start_prioq(&args, &pinning, port_b, &redis_url, prefix)?;
+        let base_b = format!("http://127.0.0.1:{port_b}");
+        procs::wait_ready(&http_client, &base_b).await?;
+        cores.insert("prioq B".to_owned(), procs::cores_of(prioq_b.pid()));
+        if args.wake_rounds > 0 {
+            let w = long_poll::wake_test(&http_client, &base_a, &base_b, args.wake_rounds).await?;
+            println!(
+                "# long poll on A woken by an enqueue on B: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms after the enqueue was sent ({} of {} rounds)",
+                w.after_enqueue_sent.p50_ms,
+                w.after_enqueue_sent.p99_ms,
+                w.after_enqueue_sent.max_ms,
+                w.woken,
+                w.rounds
+            );
+            wake = Some(w);
+        }
+        if args.idle_polls > 0 {
+            runner.monitor.prioq_pids.push(prioq_b.pid());
+            let i = long_poll::idle_test(
+                &mut runner.monitor,
+                &http_client,
+                &base_a,
+                &registry(prefix),
+                args.idle_polls,
+                args.idle_window,
+            )
+            .await?;
+            println!(
+                "# idle: {:.2} Redis commands/s per idle long poll ({:.3} function calls/s); sweepers alone {:.1} commands/s",
+                i.commands_per_s_per_poll,
+                i.function_calls_per_s_per_poll,
+                i.baseline_commands_per_s
+            );
+            idle = Some(i);
+        }
+        drop(prioq_b);
+    }
+    drop(prioq_a);
+
+    let bullmq = if args.bullmq {
+        bullmq::run(&args, &pinning).await
+    } else {
+        BullmqResult {
+            not_run: Some("--no-bullmq".into()),
+            ..BullmqResult::default()
+        }
+    };
+    if let Some(reason) = &bullmq.not_run {
+        println!("# BullMQ not run: {reason}");
+    }
+    drop(redis_proc);
+
+    let mut results = Results {
+        tool: "cargo bench --bench load",
+        mode: if args.quick { "quick" } else { "full" },
+        started_at,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        prioq_revision: procs::git_revision(),
+        machine: procs::machine(),
+        redis_version,
+        setup: report::setup(&args, own_redis, &pinning, runner.clk_tck),
+        cores,
+        memory,
+        runs,
+        wake,
+        idle,
+        bullmq,
+        targets: Vec::new(),
+    };
+    results.targets = report::targets(&results);
+    report::write_all(&results, &args)?;
+    println!("# done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Prefills the queue with the enqueue function and measures what the jobs
+/// take in Redis.
+async fn prefill(
+    con: &mut MultiplexedConnection,
+    raw_cons: &[MultiplexedConnection],
+    keys: &QueueKeys,
+    depth: u64,
+) -> Result<MemoryResult> {
+    let before = redis_stats::used_memory(con).await?;
+    let t = Instant::now();
+    raw::prefill(raw_cons, keys, depth, &stored_body()).await?;
+    let prefill_seconds = t.elapsed().as_secs_f64();
+    let after = redis_stats::used_memory(con).await?;
+    let per_job = after.saturating_sub(before) as f64 / depth as f64;
+    Ok(MemoryResult {
+        depth,
+        prefill_seconds,
+        prefill_jobs_per_s: depth as f64 / prefill_seconds,
+        used_memory_before: before,
+        used_memory_after: after,
+        bytes_per_job: per_job,
+        payload_bytes: PAYLOAD_BYTES,
+        bytes_per_job_beyond_payload: per_job - PAYLOAD_BYTES as f64,
+        stored_record_bytes: stored_record(&args_json(), 1_764_460_000_000).len(),
+    })
+}
