@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use deadpool_redis::redis;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
@@ -92,6 +93,15 @@ impl Application {
             state.broker.waiters(),
             stopped.clone(),
         ));
+        // Answers go out at once: with Nagle's algorithm, an answer written
+        // while an earlier one is unacknowledged waits for the client's
+        // delayed ACK (40 ms) — on every connection carrying more than one
+        // request at a time (HTTP/2, pipelining).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::warn!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let served = axum::serve(listener, http::router(state))
             .with_graceful_shutdown(async move {
                 shutdown.cancelled().await;
