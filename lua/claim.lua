@@ -1,20 +1,26 @@
 -- claim: acknowledges the jobs the requests bring, then hands out jobs to
 -- the requests in turn, up to each one's max_jobs: the most urgent class
--- first, oldest first in it; the bulk floor's share takes the oldest job
--- of the least urgent class. Due scheduled jobs are promoted first. Acks
--- only remove leased jobs and claims only take pending ones, so applying
--- every request's acks first answers each request as it would have been
--- alone; the jobs handed out are those a claim per request would have
--- taken, one after the other.
--- KEYS: pending, scheduled, processing, jobs, leases, seq, floor
--- ARGV[1] wake channel, ARGV[2] how many due scheduled jobs to promote at
---   most, ARGV[3] bulk floor in parts per million of jobs handed out,
---   ARGV[4] lease token prefix (a job's token is prefix .. '-' .. n, n
---   counting the call's leases), ARGV[5] number of requests, then per
---   request: lease_ms, max_jobs, worker ('' for none), number of acks, and
---   an id and a lease token per ack
+-- first, in fair order inside it (see the library's header); the bulk
+-- floor's share takes the first job of the least urgent class. Due
+-- scheduled jobs are promoted first. A paused queue hands out nothing;
+-- max_in_flight and the rate limit bound what is handed out; a head whose
+-- group is at its cap goes back to its group set. Acks only remove leased
+-- jobs and claims only take pending ones, so applying every request's acks
+-- first answers each request as it would have been alone; the jobs handed
+-- out are those a claim per request would have taken, one after the other.
+-- KEYS: pending, scheduled, processing, jobs, leases, floor, settings,
+--   weights, vtime, tags, groups, inflight, heads, backlog, bucket
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
+--   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
+--   million of jobs handed out, ARGV[5] lease token prefix (a job's token
+--   is prefix .. '-' .. n, n counting the call's leases), ARGV[6] number of
+--   requests, then per request: lease_ms, max_jobs, worker ('' for none),
+--   number of acks, and an id and a lease token per ack
 -- Returns: {now, per request {{ack status per ack: 'OK', 'LEASE_LOST' or
---   'NOT_FOUND'}, {per leased job {id, record, token}}}}
+--   'NOT_FOUND'}, {per leased job {id, record, token}}}, why fewer jobs
+--   than asked were handed out: '' (none waiting, or all handed out),
+--   'paused', 'max_in_flight' or 'rate_limit', ms until the next rate
+--   limit token (0 when not rate limited)}
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
 -- is a floor job: n crosses a multiple of 1/floor, so the share is exact.
@@ -22,55 +28,86 @@ local function floor_turn(n, ppm)
   return math.floor(n * ppm / 1000000) > math.floor((n - 1) * ppm / 1000000)
 end
 
--- The oldest job of the least urgent non-empty class, taken out of
--- pending; nil when pending is empty.
-local function take_oldest_of_least_urgent(q)
+-- The first job, in fair order, of the least urgent non-empty class, taken
+-- out of pending: {id, score}, or nil when pending is empty.
+local function take_first_of_least_urgent(q)
   local last = redis.call('ZRANGE', q.pending, -1, -1, 'WITHSCORES')
   if #last == 0 then return nil end
-  local class = math.floor(tonumber(last[2]))
-  local id = redis.call('ZRANGE', q.pending, class, '(' .. (class + 1), 'BYSCORE', 'LIMIT', 0, 1)[1]
-  redis.call('ZREM', q.pending, id)
-  return id
+  local class = class_of(last[2])
+  local first = redis.call('ZRANGE', q.pending, class, '(' .. (class + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  redis.call('ZREM', q.pending, first[1])
+  return first
 end
 
--- Takes up to `wanted` jobs in hand-out order, counting from `handed`
--- jobs already handed out; plain pops between two floor jobs go in one
--- ZPOPMIN. Answers the ids, in order.
-local function take_jobs(q, wanted, handed, ppm)
-  local ids = {}
-  while #ids < wanted do
+-- Refills the rate limit's bucket to now: answers the tokens in it.
+local function tokens(c, now)
+  local bucket = redis.call('HMGET', c.q.bucket, 'tokens', 'at')
+  local held, at = tonumber(bucket[1]) or c.burst, tonumber(bucket[2]) or now
+  return math.min(c.burst, held + math.max(0, now - at) * c.rate / 1000)
+end
+
+-- Takes up to `wanted` jobs in hand-out order, counting from `handed` jobs
+-- already handed out; plain pops between two floor jobs go in one
+-- ZPOPMIN. A job of a group at its cap goes back to its group set and
+-- does not count. Answers the jobs taken, {id, record}.
+local function take_jobs(c, wanted, handed, ppm)
+  local q, taken = c.q, {}
+  while #taken < wanted do
     local run = 0
-    while run < wanted - #ids and not (ppm > 0 and floor_turn(handed + #ids + run + 1, ppm)) do
+    while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
       run = run + 1
     end
+    local popped
     if run > 0 then
-      local popped = redis.call('ZPOPMIN', q.pending, run)
-      for i = 1, #popped, 2 do
-        ids[#ids + 1] = popped[i]
-      end
-      if #popped / 2 < run then break end
+      popped = redis.call('ZPOPMIN', q.pending, run)
     else
-      local id = take_oldest_of_least_urgent(q)
-      if not id then break end
-      ids[#ids + 1] = id
+      run, popped = 1, take_first_of_least_urgent(q) or {}
     end
+    if #popped == 0 then break end
+    local ids = {}
+    for i = 1, #popped, 2 do
+      ids[#ids + 1] = popped[i]
+    end
+    local records = redis.call('HMGET', q.jobs, unpack(ids))
+    -- A head taken is replaced by its group's next job: pending is not
+    -- empty just because a pop came back short.
+    local refilled = false
+    for i, id in ipairs(ids) do
+      local record, member_score = records[i], popped[2 * i]
+      local prio = class_of(member_score)
+      local group = group_of(record)
+      if group and at_cap(c, group) then
+        withhold(c, id, prio, group, member_score)
+      else
+        taken[#taken + 1] = {id, record}
+        advance(c, prio, tag_of_score(member_score, prio))
+        if group then
+          count_waiting(c, group, -1)
+          count_inflight(c, group, 1)
+          refilled = refill_head(c, group, prio) or refilled
+        end
+      end
+    end
+    if #popped / 2 < run and not refilled then break end
   end
-  return ids
+  return taken
 end
 
 redis.register_function('claim_' .. VERSION, function(keys, argv)
   local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], jobs = keys[4],
-    leases = keys[5], seq = keys[6], floor = keys[7], wake = argv[1],
+    pending = keys[1], scheduled = keys[2], processing = keys[3], jobs = keys[4], leases = keys[5],
+    floor = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9], tags = keys[10],
+    groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14], bucket = keys[15],
+    wake = argv[1], group_prefix = argv[2],
   }
+  local c = context(q)
   local now = now_ms()
-  local a = arrivals(q)
-  promote_due(q, a, now, tonumber(argv[2]))
-  settle(a)
-  local ppm, token_prefix = tonumber(argv[3]), argv[4]
+  local was_empty = redis.call('ZCARD', q.pending) == 0
+  promote_due(c, now, tonumber(argv[3]))
+  local ppm, token_prefix = tonumber(argv[4]), argv[5]
 
-  local requests, acks, wanted, at = {}, {}, 0, 6
-  for r = 1, tonumber(argv[5]) do
+  local requests, acks, wanted, at = {}, {}, 0, 7
+  for r = 1, tonumber(argv[6]) do
     local request = {
       lease_ms = tonumber(argv[at]), max_jobs = tonumber(argv[at + 1]), worker = argv[at + 2],
       acks = tonumber(argv[at + 3]), first_ack = #acks / 2,
@@ -84,12 +121,33 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
     wanted = wanted + request.max_jobs
     requests[r] = request
   end
-  local statuses = ack_all(q, acks)
+  local statuses = ack_all(c, acks)
+
+  -- What the queue's settings let out now.
+  local limited, wait_ms, bucket = '', 0, nil
+  if c.paused then
+    wanted, limited = 0, 'paused'
+  end
+  if c.max_in_flight and wanted > 0 then
+    local free = math.max(0, c.max_in_flight - redis.call('ZCARD', q.processing))
+    if free < wanted then wanted, limited = free, 'max_in_flight' end
+  end
+  if c.rate and wanted > 0 then
+    bucket = tokens(c, now)
+    if math.floor(bucket) < wanted then
+      wanted, limited = math.floor(bucket), 'rate_limit'
+      wait_ms = math.ceil((wanted + 1 - bucket) * 1000 / c.rate)
+    end
+  end
 
   local handed = ppm > 0 and tonumber(redis.call('GET', q.floor) or '0') or 0
-  local ids = take_jobs(q, wanted, handed, ppm)
-  if ppm > 0 and #ids > 0 then redis.call('SET', q.floor, handed + #ids) end
-  local records = #ids > 0 and redis.call('HMGET', q.jobs, unpack(ids)) or {}
+  local taken = take_jobs(c, wanted, handed, ppm)
+  if ppm > 0 and #taken > 0 then redis.call('SET', q.floor, handed + #taken) end
+  if bucket then
+    redis.call('HSET', q.bucket, 'tokens', string.format('%.17g', bucket - #taken), 'at', ms(now))
+  end
+  -- Fewer than asked because nothing else waits: no limit is to blame.
+  if #taken < wanted then limited, wait_ms = '', 0 end
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
   local out, deadlines, leases, next = {}, {}, {}, 1
@@ -99,20 +157,21 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
       answered[i] = statuses[request.first_ack + i]
     end
     local deadline = ms(now + request.lease_ms)
-    while #jobs < request.max_jobs and next <= #ids do
-      local id, token = ids[next], token_prefix .. '-' .. next
+    while #jobs < request.max_jobs and next <= #taken do
+      local id, token = taken[next][1], token_prefix .. '-' .. next
       deadlines[#deadlines + 1] = deadline
       deadlines[#deadlines + 1] = id
       leases[#leases + 1] = id
       leases[#leases + 1] = token .. ':' .. request.worker
-      jobs[#jobs + 1] = {id, records[next], token}
+      jobs[#jobs + 1] = {id, taken[next][2], token}
       next = next + 1
     end
     out[r] = {answered, jobs}
   end
-  if #ids > 0 then
+  if #taken > 0 then
     redis.call('ZADD', q.processing, unpack(deadlines))
     redis.call('HSET', q.leases, unpack(leases))
   end
-  return {now, out}
+  settle(c, was_empty)
+  return {now, out, limited, wait_ms}
 end)

@@ -1,21 +1,41 @@
--- delete: deletes a job that nobody is working on.
--- KEYS: pending, scheduled, processing, dead, jobs
--- ARGV[1] id, ARGV[2] 'dead' to delete only a dead job, 'any' otherwise
+-- delete: deletes a job that nobody is working on. A group's head that is
+-- deleted is replaced by the group's next job.
+-- KEYS: pending, scheduled, processing, dead, jobs, settings, groups,
+--   inflight, heads, backlog
+-- ARGV[1] group key prefix, ARGV[2] id, ARGV[3] 'dead' to delete only a
+--   dead job, 'any' otherwise
 -- Returns: 1
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
 redis.register_function('delete_' .. VERSION, function(keys, argv)
-  local q = {pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5]}
-  local id = argv[1]
-  if redis.call('HEXISTS', q.jobs, id) == 0 then fail('NOT_FOUND') end
-  if argv[2] == 'dead' then
+  local q = {
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    settings = keys[6], groups = keys[7], inflight = keys[8], heads = keys[9], backlog = keys[10],
+    group_prefix = argv[1],
+  }
+  local id = argv[2]
+  local record = redis.call('HGET', q.jobs, id)
+  if not record then fail('NOT_FOUND') end
+  if argv[3] == 'dead' then
     if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
   elseif redis.call('ZSCORE', q.processing, id) then
     fail('CONFLICT')
   end
-  redis.call('ZREM', q.pending, id)
-  redis.call('ZREM', q.scheduled, id)
-  redis.call('ZREM', q.dead, id)
+  local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
+  local group = group_of(record)
+  if waiting and group then
+    local c = context(q)
+    local prio = decode(record).prio
+    count_waiting(c, group, -1)
+    if redis.call('ZREM', q.pending, id) == 1 then
+      refill_head(c, group, prio)
+    elseif redis.call('ZREM', c.q.group_prefix .. group, id) == 1 then
+      count_backlog(c, prio, -1)
+    end
+    settle(c)
+  else
+    redis.call('ZREM', q.pending, id)
+  end
   redis.call('HDEL', q.jobs, id)
   return 1
 end)

@@ -1,32 +1,54 @@
--- stats: counts a queue's jobs by state, and per priority class the
--- pending depth and the age of its oldest job. Costs O(classes * log N),
--- not O(N).
--- KEYS: pending, scheduled, processing, dead, jobs
+-- stats: counts a queue's jobs by state, and per priority class the jobs
+-- waiting and the age of the class's next job in line. Costs
+-- O(classes * log N), not O(N).
+-- KEYS: pending, scheduled, processing, dead, jobs, settings, groups, backlog
 -- Returns: {pending, scheduled, processing, expired leases, dead,
---   {priority, pending, oldest age ms, ...}}
+--   {priority, pending, age ms of the next in line, ...}, groups, paused}
 redis.register_function{
   function_name = 'stats_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys)
     local pending, scheduled, processing, dead, jobs = keys[1], keys[2], keys[3], keys[4], keys[5]
+    local settings, groups, backlog = keys[6], keys[7], keys[8]
     local now = now_ms()
-    local classes = {}
+    -- Jobs in group sets, by class: waiting too, though not in pending.
+    local behind, total = {}, redis.call('ZCARD', pending)
+    local counted = redis.call('HGETALL', backlog)
+    for i = 1, #counted, 2 do
+      local n = tonumber(counted[i + 1])
+      if n > 0 then
+        behind[tonumber(counted[i])] = n
+        total = total + n
+      end
+    end
+    local ages = {}
     local head = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
     while head[1] do
-      local class = math.floor(tonumber(head[2]))
-      local ready = decode(redis.call('HGET', jobs, head[1])).ready
-      classes[#classes + 1] = class
-      classes[#classes + 1] = redis.call('ZCOUNT', pending, class, '(' .. (class + 1))
-      classes[#classes + 1] = math.max(0, now - ready)
+      local class = class_of(head[2])
+      ages[class] = math.max(0, now - decode(redis.call('HGET', jobs, head[1])).ready)
       head = redis.call('ZRANGE', pending, class + 1, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     end
+    local order = {}
+    for class in pairs(ages) do order[#order + 1] = class end
+    for class in pairs(behind) do
+      if not ages[class] then order[#order + 1] = class end
+    end
+    table.sort(order)
+    local classes = {}
+    for _, class in ipairs(order) do
+      classes[#classes + 1] = class
+      classes[#classes + 1] = redis.call('ZCOUNT', pending, class, '(' .. (class + 1)) + (behind[class] or 0)
+      classes[#classes + 1] = ages[class] or 0
+    end
     return {
-      redis.call('ZCARD', pending),
+      total,
       redis.call('ZCARD', scheduled),
       redis.call('ZCARD', processing),
       redis.call('ZCOUNT', processing, '-inf', ms(now)),
       redis.call('ZCARD', dead),
       classes,
+      redis.call('ZCARD', groups),
+      redis.call('HGET', settings, 'paused') == '1' and 1 or 0,
     }
   end,
 }

@@ -1,30 +1,49 @@
 -- sweep: one pass of the sweeper over one queue. Takes back up to `batch`
 -- leases whose deadline has passed (attempts + 1, last error 'lease
 -- expired', back to pending, or to the DLQ once attempts reach
--- max_attempts), then promotes up to `batch` due scheduled jobs. Safe to
--- run from every instance at once: a lease is taken back exactly once.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, seq
--- ARGV[1] wake channel, ARGV[2] batch
--- Returns: {leases taken back, of which dead-lettered, jobs promoted}
+-- max_attempts), promotes up to `batch` due scheduled jobs, and looks at
+-- up to `batch` finish tags and groups from where the last pass stopped:
+-- tags at or behind their class's virtual time are dropped (they tag a
+-- group's next job no differently), and a group below its cap gets back
+-- the heads it lacks (after the cap was raised). Safe to run from every
+-- instance at once: a lease is taken back exactly once.
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, settings,
+--   weights, vtime, tags, groups, inflight, heads, backlog
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
+--   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over)
+-- Returns: {leases taken back, of which dead-lettered, jobs promoted,
+--   next tags cursor, next groups cursor}
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
-    jobs = keys[5], leases = keys[6], seq = keys[7], wake = argv[1],
+    jobs = keys[5], leases = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9],
+    tags = keys[10], groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14],
+    wake = argv[1], group_prefix = argv[2],
   }
-  local now, batch, a = now_ms(), tonumber(argv[2]), arrivals(q)
+  local c = context(q)
+  local now, batch = now_ms(), tonumber(argv[3])
+  local was_empty = redis.call('ZCARD', q.pending) == 0
   local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
-  local seq = #expired > 0 and reserve(a, #expired)
-  local buried = 0
-  if seq then
-    for i, id in ipairs(expired) do
-      if end_lease(q, id, seq + i - 1, now, 0, false, nil, 'lease expired') == 'dead' then
-        buried = buried + 1
-      end
-    end
-  else
-    expired = {}
+  local taken, buried = 0, 0
+  for _, id in ipairs(expired) do
+    local state = end_lease(c, id, now, 0, false, nil, 'lease expired')
+    if state then taken = taken + 1 end
+    if state == 'dead' then buried = buried + 1 end
   end
-  local promoted = promote_due(q, a, now, batch)
-  settle(a)
-  return {#expired, buried, promoted}
+  local promoted = promote_due(c, now, batch)
+
+  local tags = redis.call('HSCAN', q.tags, argv[4], 'COUNT', batch)
+  for i = 1, #tags[2], 2 do
+    local key = tags[2][i]
+    local prio = tonumber(string.match(key, '^(%d+):'))
+    if c.dirty.tags[key] == nil and tonumber(tags[2][i + 1]) <= (tonumber(cached(c, 'vtime', prio, '0')) or 0) then
+      store(c, 'tags', key, false)
+    end
+  end
+  local groups = redis.call('ZSCAN', q.groups, argv[5], 'COUNT', batch)
+  for i = 1, #groups[2], 2 do
+    restore_heads(c, groups[2][i])
+  end
+  settle(c, was_empty)
+  return {taken, buried, promoted, tags[1], groups[1]}
 end)

@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::queue::{Broker, Result};
+use std::collections::HashMap;
+
+use crate::queue::{Broker, Result, SweepCursors};
 
 /// Leases one call takes back, and due jobs it promotes, at most.
 const BATCH: u32 = 100;
@@ -24,12 +26,13 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
     // Said once when sweeping starts failing and once when it recovers, not
     // every interval of an outage.
     let mut failing = false;
+    let mut cursors = HashMap::new();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        match sweep(&broker, &shutdown).await {
+        match sweep(&broker, &shutdown, &mut cursors).await {
             Ok(()) if failing => {
                 failing = false;
                 tracing::info!("sweeping again");
@@ -48,14 +51,23 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
 }
 
 /// One pass over every known queue: one call per queue, more while a call
-/// comes back with a full batch.
-pub async fn sweep(broker: &Broker, shutdown: &CancellationToken) -> Result<()> {
-    for queue in broker.queues().await? {
+/// comes back with a full batch. `cursors` holds where each queue's look at
+/// its tags and groups goes on.
+pub async fn sweep(
+    broker: &Broker,
+    shutdown: &CancellationToken,
+    cursors: &mut HashMap<String, SweepCursors>,
+) -> Result<()> {
+    let queues = broker.queues().await?;
+    cursors.retain(|queue, _| queues.binary_search(queue).is_ok());
+    for queue in queues {
         for _ in 0..MAX_BATCHES {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let swept = broker.sweep(&queue, BATCH).await?;
+            let from = cursors.get(&queue).cloned().unwrap_or_default();
+            let swept = broker.sweep(&queue, BATCH, &from).await?;
+            cursors.insert(queue.clone(), swept.cursors.clone());
             if swept.reclaimed > 0 {
                 tracing::info!(
                     queue,

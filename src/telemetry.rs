@@ -15,7 +15,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
-use crate::queue::QueueStats;
+use crate::queue::{GroupStats, QueueStats};
 
 pub fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -105,7 +105,7 @@ pub fn request_duration(route: &str, status: u16) -> metrics::Histogram {
 /// A per-queue gauge: name, help, and how to read it from the stats.
 type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
-const QUEUE_GAUGES: [QueueGauge; 4] = [
+const QUEUE_GAUGES: [QueueGauge; 5] = [
     ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
         s.processing
     }),
@@ -122,13 +122,29 @@ const QUEUE_GAUGES: [QueueGauge; 4] = [
     ("prioq_jobs_dead", "Jobs in the dead-letter queue.", |s| {
         s.dead
     }),
+    ("prioq_queue_paused", "1 while the queue is paused.", |s| {
+        u64::from(s.paused)
+    }),
 ];
 
+/// Groups of a queue with a gauge of their own; the others are left out,
+/// so the labels stay few whatever the number of groups.
+pub const GROUPS_SHOWN: u32 = 20;
+
+/// A queue's figures for the exposition: its stats and its deepest groups.
+#[derive(Debug)]
+pub struct QueueFigures {
+    pub queue: String,
+    pub stats: QueueStats,
+    pub groups: Vec<GroupStats>,
+}
+
 /// The exposition text: the recorded metrics, then the queue gauges.
-pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
-    for (queue, _) in queues {
+pub fn render_metrics(figures: &[QueueFigures]) -> String {
+    let queues: Vec<(&String, &QueueStats)> = figures.iter().map(|f| (&f.queue, &f.stats)).collect();
+    for (queue, _) in &queues {
         for name in QUEUE_COUNTERS {
-            metrics::counter!(name, "queue" => queue.clone()).increment(0);
+            metrics::counter!(name, "queue" => (*queue).clone()).increment(0);
         }
     }
     metrics::gauge!(LONG_POLLS_WAITING).increment(0.0);
@@ -170,6 +186,19 @@ pub fn render_metrics(queues: &[(String, QueueStats)]) -> String {
                 .map(|(queue, stats)| (format!("queue=\"{queue}\""), value(stats) as f64)),
         );
     }
+    gauge_family(
+        &mut out,
+        "prioq_jobs_group_pending",
+        "Pending jobs of a queue's deepest named groups (at most 20 a queue).",
+        figures.iter().flat_map(|f| {
+            f.groups.iter().map(move |group| {
+                (
+                    format!("queue=\"{}\",group=\"{}\"", f.queue, group.group),
+                    group.pending as f64,
+                )
+            })
+        }),
+    );
     out
 }
 

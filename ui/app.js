@@ -3,7 +3,8 @@
 // last minutes of samples of every priority class for the sparklines, and
 // shows one of two views chosen by the URL's hash:
 //   #/                          every queue
-//   #/queues/NAME[/jobs/ID]     one queue: classes, dead letters, a job
+//   #/queues/NAME[/jobs/ID]     one queue: settings, classes, groups, dead
+//                               letters, a job
 // Everything from the API reaches the page as text (textContent), never as
 // markup.
 
@@ -12,6 +13,8 @@ const settings = new URLSearchParams(location.search);
 const REFRESH_MS = clamp(Number(settings.get('refresh')) || 3000, 500, 60000);
 const WINDOW_MS = 10 * 60 * 1000;
 const DLQ_PAGE = 20;
+const GROUPS_PAGE = 20;
+const WEIGHTS_SHOWN = 5;
 const OVERVIEW_CLASSES = 8;
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -24,6 +27,8 @@ const state = {
   dlqCursors: [null],
   dlqNext: null,
   dlqShown: '',
+  groupCursors: [null],
+  groupNext: null,
   updated: undefined,
 };
 
@@ -300,7 +305,16 @@ function queueCard(stats) {
   card.dataset.queue = stats.queue;
   const heading = document.createElement('h2');
   heading.append(link(`#/queues/${encodeURIComponent(stats.queue)}`, stats.queue));
+  if (stats.paused) {
+    card.dataset.paused = '';
+    heading.append(' ', text('span', 'Paused', 'badge paused'));
+  }
   card.append(heading, counts(stats));
+  if (stats.groups > 0) {
+    const groups = text('p', `${stats.groups} ${stats.groups === 1 ? 'group' : 'groups'} with jobs`, 'hint groups');
+    groups.dataset.count = 'groups';
+    card.append(groups);
+  }
   if (stats.classes.length === 0) {
     card.append(text('p', 'No pending jobs.', 'empty'));
     return card;
@@ -375,6 +389,7 @@ async function renderQueue(current, generation) {
     state.queue = current.queue;
     state.dlqCursors = [null];
     state.dlqShown = '';
+    state.groupCursors = [null];
     $('lookup-id').value = '';
   }
   if (current.job !== undefined && document.activeElement !== $('lookup-id')) {
@@ -382,16 +397,28 @@ async function renderQueue(current, generation) {
   }
   const path = queuePath(current.queue);
   const cursor = state.dlqCursors[state.dlqCursors.length - 1];
-  const [stats, dead, found] = await Promise.all([
+  const groupCursor = state.groupCursors[state.groupCursors.length - 1];
+  const [stats, queueSettings, groups, dead, found] = await Promise.all([
     api('GET', path),
+    api('GET', `${path}/settings`),
+    api('GET', `${path}/groups?limit=${GROUPS_PAGE}${groupCursor ? `&cursor=${encodeURIComponent(groupCursor)}` : ''}`),
     api('GET', `${path}/dlq?limit=${DLQ_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
     current.job === undefined ? undefined : lookup(current.queue, current.job),
   ]);
   record(stats, Date.now());
   if (generation !== state.generation) return;
+  // A page that emptied (jobs requeued, deleted or done): show the one
+  // before it.
+  let emptied = false;
   if (dead.jobs.length === 0 && state.dlqCursors.length > 1) {
-    // The page emptied (requeued or deleted): show the one before it.
     state.dlqCursors.pop();
+    emptied = true;
+  }
+  if (groups.groups.length === 0 && state.groupCursors.length > 1) {
+    state.groupCursors.pop();
+    emptied = true;
+  }
+  if (emptied) {
     await renderQueue(current, generation);
     return;
   }
@@ -400,11 +427,104 @@ async function renderQueue(current, generation) {
   document.title = `${current.queue} · prioq`;
   $('queue-title').textContent = current.queue;
   counts(stats, $('queue-counts'));
+  renderSettings(queueSettings);
   $('classes').tBodies[0].replaceChildren(...classRows(current.queue, stats.classes));
   $('classes').hidden = stats.classes.length === 0;
   $('no-classes').hidden = stats.classes.length > 0;
+  renderGroups(groups, stats.groups);
   renderDead(dead);
   renderLookup(current, found);
+}
+
+/** The settings strip, and the Pause or Resume button that fits them. */
+function renderSettings(queueSettings) {
+  const { paused, max_in_flight: maxInFlight, rate_limit: rate, group_max_in_flight: groupCap } = queueSettings;
+  $('queue-paused').hidden = !paused;
+  const toggle = $('pause-toggle');
+  toggle.textContent = paused ? 'Resume' : 'Pause';
+  toggle.dataset.action = paused ? 'resume' : 'pause';
+  toggle.className = paused ? '' : 'warn';
+  toggle.title = paused
+    ? 'Claims hand out jobs again'
+    : 'Claims hand out no jobs until the queue is resumed; enqueue, ack, nack and the sweeper go on';
+  const entries = [
+    ['paused', 'Paused', paused ? 'yes' : 'no', paused ? 'warn' : ''],
+    ['max_in_flight', 'Max in flight', maxInFlight === null ? 'no limit' : `${maxInFlight} jobs`],
+    ['rate_limit', 'Rate limit', rate === null ? 'none' : `${amount(rate.per_second)} jobs/s, burst ${rate.burst}`],
+    ['group_max_in_flight', 'Per-group cap', groupCap === null ? 'none' : `${groupCap} jobs at once`],
+    ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
+  ];
+  $('queue-settings').replaceChildren(...entries.map(([field, label, value, className, title]) => {
+    const entry = document.createElement('div');
+    const dd = text('dd', value, className);
+    dd.dataset.setting = field;
+    if (title) dd.title = title;
+    entry.append(text('dt', label), dd);
+    return entry;
+  }));
+}
+
+/** Weights, heaviest first: [shown, className, title]. */
+function weights(map) {
+  const entries = Object.entries(map ?? {}).sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
+  if (entries.length === 0) return ['all 1', '', 'Every group has the default weight, 1'];
+  const shown = entries.slice(0, WEIGHTS_SHOWN).map(([group, weight]) => `${group} ×${weight}`);
+  if (entries.length > WEIGHTS_SHOWN) shown[shown.length - 1] += ` (+${entries.length - WEIGHTS_SHOWN} more)`;
+  shown.push('others ×1');
+  const title = entries.length > WEIGHTS_SHOWN
+    ? entries.slice(0, 100).map(([group, weight]) => `${group} ×${weight}`).join(', ')
+      + (entries.length > 100 ? ', …' : '')
+    : '';
+  return [shown.join(', '), '', title];
+}
+
+async function onPauseToggle() {
+  const toggle = $('pause-toggle');
+  const queue = state.queue;
+  const pausing = toggle.dataset.action === 'pause';
+  // aria-disabled rather than disabled: the button keeps the focus.
+  if (!queue || toggle.getAttribute('aria-disabled') === 'true') return;
+  toggle.setAttribute('aria-disabled', 'true');
+  try {
+    const answer = await api('POST', `${queuePath(queue)}/${pausing ? 'pause' : 'resume'}`);
+    if (state.queue === queue) renderSettings(answer);
+    notice(pausing
+      ? `Paused ${queue}: claims hand out no jobs until it is resumed.`
+      : `Resumed ${queue}: claims hand out jobs again.`);
+  } catch (error) {
+    const { title, detail } = describe(error);
+    notice(`${pausing ? 'Pause' : 'Resume'} of ${queue} failed. ${title}: ${detail}`, 'error');
+  } finally {
+    toggle.removeAttribute('aria-disabled');
+  }
+  await refresh();
+}
+
+function renderGroups(page, total) {
+  state.groupNext = page.next_cursor;
+  const pageNumber = state.groupCursors.length;
+  $('groups-total').textContent = `(${total})`;
+  $('groups-previous').disabled = pageNumber === 1;
+  $('groups-next').disabled = !page.next_cursor;
+  $('groups-pager').hidden = pageNumber === 1 && !page.next_cursor;
+  $('groups-page').textContent = `Page ${pageNumber}`;
+  $('no-groups').hidden = page.groups.length > 0;
+  $('groups').hidden = page.groups.length === 0;
+  $('groups').tBodies[0].replaceChildren(...page.groups.map((group) => {
+    const row = document.createElement('tr');
+    row.dataset.group = group.group;
+    const weight = text('td', String(group.weight), group.weight === 1 ? 'num' : 'num weighted');
+    weight.dataset.field = 'weight';
+    const cells = [['pending', group.pending], ['processing', group.processing]].map(([field, value]) => {
+      const node = text('td', String(value), 'num');
+      node.dataset.field = field;
+      return node;
+    });
+    const name = text('td', group.group, 'id');
+    name.dataset.field = 'group';
+    row.append(name, ...cells, weight);
+    return row;
+  }));
 }
 
 function renderDead(page) {
@@ -513,6 +633,7 @@ function renderLookup(current, found) {
   add('State', 'state', text('span', job.state, `state state-${job.state}`));
   add('Task', 'task', job.task);
   add('Priority', 'priority', String(job.priority));
+  add('Group', 'group', job.group ?? text('span', 'none', 'muted'));
   add('Attempts', 'attempts', `${job.attempts} of ${job.max_attempts}`);
   add('Enqueued', 'enqueued_at', relative(job.enqueued_at), job.enqueued_at);
   add('Runs at', 'run_at', job.run_at && relative(job.run_at), job.run_at);
@@ -568,6 +689,11 @@ function button(label, action, id, className) {
   return node;
 }
 
+/** 50, 0.5, 33.333: at most three decimals. */
+function amount(value) {
+  return String(Number(Number(value).toFixed(3)));
+}
+
 /** 850 ms, 12 s, 3 min 4 s, 2 h 5 min, 3 d 4 h. */
 function duration(ms) {
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -614,6 +740,16 @@ $('dlq-older').addEventListener('click', () => {
 });
 $('dlq-newer').addEventListener('click', () => {
   if (state.dlqCursors.length > 1) state.dlqCursors.pop();
+  refresh();
+});
+$('pause-toggle').addEventListener('click', onPauseToggle);
+$('groups-next').addEventListener('click', () => {
+  if (!state.groupNext) return;
+  state.groupCursors.push(state.groupNext);
+  refresh();
+});
+$('groups-previous').addEventListener('click', () => {
+  if (state.groupCursors.length > 1) state.groupCursors.pop();
   refresh();
 });
 $('lookup-form').addEventListener('submit', onLookup);

@@ -57,7 +57,7 @@ pub struct ClaimRequest {
 
 /// The leased jobs, and the outcome of each ack the claim brought.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}], "acked": [{"id": "order-1233", "status": 204}]}))]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "group": null, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}], "acked": [{"id": "order-1233", "status": 204}]}))]
 pub struct ClaimResponse {
     /// State `processing`, with their lease tokens; empty when nothing was
     /// claimable.

@@ -10,8 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ApiPath, ApiQuery, OptionalJsonBody, Result};
 use super::jobs::JobView;
-use super::params::{JobPath, QueuePath};
-use crate::queue::DeadCursor;
+use super::params::{JobPath, QueuePath, parse_cursor};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,7 +31,7 @@ pub struct DeadJobsQuery {
 
 /// A page of dead jobs.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "dead", "attempts": 5, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": null, "lease_expires_at": null, "worker": null, "last_error": "lease expired", "dead_at": "2026-11-30T00:04:01.002Z"}], "next_cursor": "1764460841002.order-1234", "total": 1}))]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "group": null, "state": "dead", "attempts": 5, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": null, "lease_expires_at": null, "worker": null, "last_error": "lease expired", "dead_at": "2026-11-30T00:04:01.002Z"}], "next_cursor": "1764460841002.order-1234", "total": 1}))]
 pub struct DeadJobsPage {
     /// Most recently dead first.
     jobs: Vec<JobView>,
@@ -59,14 +58,7 @@ pub async fn dead_jobs(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
     }
-    let cursor = query
-        .cursor
-        .map(|cursor| {
-            cursor.parse::<DeadCursor>().map_err(|()| {
-                ApiError::InvalidRequest("`cursor` is not a cursor this API gave".into())
-            })
-        })
-        .transpose()?;
+    let cursor = parse_cursor(query.cursor)?;
     let queue = path.queue.as_str();
     let page = state
         .broker

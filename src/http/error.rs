@@ -97,9 +97,16 @@ impl From<QueueError> for ApiError {
             QueueError::LeaseLost => Self::LeaseLost,
             QueueError::Conflict => Self::Conflict("the job's state does not allow this".into()),
             QueueError::SequenceExhausted => Self::BackendUnavailable {
-                detail: "the queue's arrival counter is used up until the queue is drained; the request had no effect",
-                source: anyhow::anyhow!("arrival counter exhausted"),
+                detail: "the priority class has used up its arrival tags until it is drained; the request had no effect",
+                source: anyhow::anyhow!("arrival tags exhausted"),
             },
+            QueueError::Invalid(field) => {
+                let reason = match field.as_str() {
+                    "group_weights" => "would hold more than 10000 weights",
+                    _ => "a rate limit needs both `per_second` and `burst`",
+                };
+                Self::validation(field, reason)
+            }
             QueueError::Unavailable(source) => Self::BackendUnavailable {
                 detail: "Redis cannot be reached; the request had no effect",
                 source,

@@ -40,7 +40,7 @@ const MAX_BATCH: usize = 1000;
 /// A job to add.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234", "delay_ms": 0, "max_attempts": 5}))]
+#[schema(example = json!({"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234", "delay_ms": 0, "max_attempts": 5, "group": "tenant-42"}))]
 pub struct EnqueueRequest {
     /// What the worker should do, 1 to 200 characters.
     #[schema(min_length = 1, max_length = 200)]
@@ -63,6 +63,10 @@ pub struct EnqueueRequest {
     /// Deliveries before the job is dead-lettered, 1 to 1000; default from configuration.
     #[schema(minimum = 1, maximum = 1000)]
     max_attempts: Option<u32>,
+    /// The group (a tenant, say) the job shares its priority with fairly;
+    /// jobs without one form a group of their own.
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+    group: Option<String>,
 }
 
 fn empty_args() -> Box<RawValue> {
@@ -91,6 +95,14 @@ impl EnqueueRequest {
                 "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
             ));
         }
+        if let Some(group) = &self.group
+            && !is_job_id(group)
+        {
+            return Err(ApiError::validation(
+                format!("{field}group"),
+                "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+            ));
+        }
         check_delay(&format!("{field}delay_ms"), self.delay_ms)?;
         // Stored as sent, so it must be JSON every client can read back:
         // bounded nesting, no lone surrogates, numbers within range.
@@ -114,6 +126,7 @@ impl EnqueueRequest {
             priority: self.priority,
             delay_ms: self.delay_ms,
             max_attempts,
+            group: self.group,
         })
     }
 }
@@ -130,7 +143,7 @@ pub struct EnqueueBatchRequest {
 
 /// The jobs of a batch enqueue, in request order.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}]}))]
+#[schema(example = json!({"jobs": [{"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "group": null, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}]}))]
 pub struct JobList {
     pub jobs: Vec<JobView>,
 }
@@ -147,7 +160,7 @@ pub enum StateName {
 
 /// A job, as every endpoint that returns one shows it.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}))]
+#[schema(example = json!({"id": "order-1234", "queue": "emails", "task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "group": null, "state": "processing", "attempts": 0, "max_attempts": 5, "enqueued_at": "2026-11-29T23:58:12.345Z", "run_at": null, "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_expires_at": "2026-11-29T23:59:12.345Z", "worker": "billing-7", "last_error": null}))]
 pub struct JobView {
     pub id: String,
     pub queue: String,
@@ -155,6 +168,8 @@ pub struct JobView {
     #[schema(value_type = Value)]
     pub args: Box<RawValue>,
     pub priority: u8,
+    /// The job's group; null when it has none.
+    pub group: Option<String>,
     pub state: StateName,
     /// Deliveries that ended without an ack.
     pub attempts: u32,
@@ -190,6 +205,7 @@ impl JobView {
             task: job.task,
             args: job.args,
             priority: job.priority,
+            group: job.group,
             state: match job.state {
                 JobState::Pending => StateName::Pending,
                 JobState::Scheduled => StateName::Scheduled,

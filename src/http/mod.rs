@@ -11,6 +11,7 @@ mod openapi;
 mod ops;
 mod params;
 mod queues;
+mod settings;
 mod ui;
 
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub fn router(state: AppState) -> Router {
         .merge(claims::router())
         .merge(dlq::router())
         .merge(queues::router())
+        .merge(settings::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .merge(api)

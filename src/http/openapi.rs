@@ -11,7 +11,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 
-use super::{claims, dlq, error, jobs, ops, queues};
+use super::{claims, dlq, error, jobs, ops, queues, settings};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -25,7 +25,8 @@ use super::{claims, dlq, error, jobs, ops, queues};
         jobs::enqueue, jobs::enqueue_batch, jobs::job, jobs::delete_job,
         claims::claim, claims::ack, claims::ack_many, claims::extend, claims::nack,
         dlq::dead_jobs, dlq::requeue, dlq::delete_dead,
-        queues::queues, queues::queue,
+        queues::queues, queues::queue, queues::groups,
+        settings::settings, settings::change_settings, settings::pause, settings::resume,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(error::Problem, error::ProblemCode)),
@@ -34,7 +35,7 @@ use super::{claims, dlq, error, jobs, ops, queues};
         (name = "jobs", description = "Enqueue, read and delete jobs"),
         (name = "leases", description = "Claim jobs and end their leases"),
         (name = "dlq", description = "The dead-letter queue"),
-        (name = "queues", description = "Queue statistics"),
+        (name = "queues", description = "Queue statistics, groups and settings"),
         (name = "operations", description = "Health, metrics and documentation; open without a token"),
     )
 )]
@@ -152,7 +153,7 @@ impl Modify for SharedAnswers {
             if !path.starts_with("/v1/") {
                 continue;
             }
-            let operations = [&mut item.get, &mut item.post, &mut item.delete];
+            let operations = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
             for operation in operations.into_iter().flatten() {
                 operation.security = Some(vec![SecurityRequirement::new(
                     "bearer",

@@ -77,8 +77,21 @@ pub async fn metrics(
     State(state): State<AppState>,
 ) -> Result<([(header::HeaderName, &'static str); 1], String), super::error::ApiError> {
     let queues = state.broker.queues().await?;
-    let stats = try_join_all(queues.iter().map(|queue| state.broker.stats(queue))).await?;
-    let body = crate::telemetry::render_metrics(&queues.into_iter().zip(stats).collect::<Vec<_>>());
+    let figures = try_join_all(queues.into_iter().map(|queue| async {
+        let stats = state.broker.stats(&queue).await?;
+        let groups = state
+            .broker
+            .groups(&queue, crate::telemetry::GROUPS_SHOWN, None)
+            .await?
+            .groups;
+        Ok::<_, crate::queue::QueueError>(crate::telemetry::QueueFigures {
+            queue,
+            stats,
+            groups,
+        })
+    }))
+    .await?;
+    let body = crate::telemetry::render_metrics(&figures);
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body))
 }
 

@@ -3,6 +3,9 @@
 
 use serde::Deserialize;
 
+use super::error::ApiError;
+use crate::queue::PageCursor;
+
 /// A queue name: `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "String")]
@@ -61,6 +64,17 @@ pub fn is_job_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+/// A page cursor from the query string, as a previous page gave it.
+pub fn parse_cursor(cursor: Option<String>) -> Result<Option<PageCursor>, ApiError> {
+    cursor
+        .map(|cursor| {
+            cursor.parse().map_err(|()| {
+                ApiError::InvalidRequest("`cursor` is not a cursor this API gave".into())
+            })
+        })
+        .transpose()
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,23 +4,24 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use futures_util::future::try_join_all;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiPath, Result};
-use super::params::QueuePath;
+use super::error::{ApiError, ApiPath, ApiQuery, Result};
+use super::params::{QueuePath, parse_cursor};
 use crate::queue::QueueStats;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/queues", get(queues))
         .route("/v1/queues/{queue}", get(queue))
+        .route("/v1/queues/{queue}/groups", get(groups))
 }
 
 /// One queue's counts.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}]}))]
+#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false}))]
 pub struct QueueView {
     queue: String,
     pending: u64,
@@ -31,6 +32,10 @@ pub struct QueueView {
     dead: u64,
     /// Pending jobs per priority, most urgent first.
     classes: Vec<ClassView>,
+    /// Named groups with jobs pending or processing.
+    groups: u64,
+    /// Whether claims are paused.
+    paused: bool,
 }
 
 /// One priority class of the pending jobs.
@@ -38,7 +43,9 @@ pub struct QueueView {
 pub struct ClassView {
     priority: u8,
     pending: u64,
-    /// How long the oldest job of the class has waited; the starvation signal.
+    /// How long the class's next job in line has waited; the starvation
+    /// signal. With groups, the fair order may put a small group's newer
+    /// job before a big group's older ones.
     oldest_age_ms: u64,
 }
 
@@ -60,13 +67,15 @@ impl QueueView {
                     oldest_age_ms: class.oldest_age_ms,
                 })
                 .collect(),
+            groups: stats.groups,
+            paused: stats.paused,
         }
     }
 }
 
 /// Every queue.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queues": [{"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}]}]}))]
+#[schema(example = json!({"queues": [{"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false}]}))]
 pub struct QueueList {
     queues: Vec<QueueView>,
 }
@@ -106,5 +115,73 @@ pub async fn queues(State(state): State<AppState>) -> Result<axum::Json<QueueLis
             .zip(stats)
             .map(|(name, stats)| QueueView::new(name, stats))
             .collect(),
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GroupsQuery {
+    /// Page size, 1 to 1000; default 100.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// A page of a queue's named groups.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"groups": [{"group": "tenant-42", "pending": 1200, "processing": 3, "weight": 5}], "next_cursor": null}))]
+pub struct GroupsPage {
+    /// Groups with jobs pending or processing, most pending first.
+    groups: Vec<GroupView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupView {
+    group: String,
+    pending: u64,
+    processing: u64,
+    /// Its weight in the fair share of a priority class.
+    weight: u32,
+}
+
+/// List a queue's groups.
+///
+/// Named groups with jobs pending or processing, most pending first.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/groups", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name"), GroupsQuery),
+    responses(
+        (status = 200, description = "A page of groups", body = GroupsPage),
+    )
+)]
+pub async fn groups(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    ApiQuery(query): ApiQuery<GroupsQuery>,
+) -> Result<axum::Json<GroupsPage>> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
+    }
+    let cursor = parse_cursor(query.cursor)?;
+    let page = state
+        .broker
+        .groups(path.queue.as_str(), limit, cursor.as_ref())
+        .await?;
+    Ok(axum::Json(GroupsPage {
+        groups: page
+            .groups
+            .into_iter()
+            .map(|group| GroupView {
+                group: group.group,
+                pending: group.pending,
+                processing: group.processing,
+                weight: group.weight,
+            })
+            .collect(),
+        next_cursor: page.next_cursor,
     }))
 }

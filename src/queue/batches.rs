@@ -24,6 +24,7 @@ pub(crate) struct OutgoingJob {
     pub(crate) priority: u8,
     pub(crate) delay_ms: u64,
     pub(crate) max_attempts: u32,
+    pub(crate) group: Option<String>,
     /// The record's body (`record::body`).
     pub(crate) body: Vec<u8>,
 }
@@ -62,6 +63,7 @@ impl Batch for EnqueueBatch {
                     .arg(job.priority)
                     .arg(job.delay_ms)
                     .arg(job.max_attempts)
+                    .arg(job.group.as_deref().unwrap_or(""))
                     .arg(&job.body);
             }
         }
@@ -113,6 +115,18 @@ pub struct Claimed {
     /// One outcome per ack the request brought, in order.
     pub acked: Vec<AckOutcome>,
     pub jobs: Vec<Job>,
+    /// Why fewer jobs were handed out than asked, when a setting of the
+    /// queue, not an empty queue, was the reason.
+    pub held: Option<Held>,
+}
+
+/// A setting that held jobs back from a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    Paused,
+    MaxInFlight,
+    /// The next token comes in this long.
+    RateLimit(std::time::Duration),
 }
 
 #[derive(Debug)]
@@ -155,7 +169,15 @@ impl Batch for ClaimBatch {
                 cmd.arg(id).arg(token);
             }
         }
-        let (now_ms, replies): (i64, Vec<RawClaim>) = self.redis.query(&cmd).await?;
+        let (now_ms, replies, held, wait_ms): (i64, Vec<RawClaim>, String, u64) =
+            self.redis.query(&cmd).await?;
+        let held = match held.as_str() {
+            "paused" => Some(Held::Paused),
+            "max_in_flight" => Some(Held::MaxInFlight),
+            "rate_limit" => Some(Held::RateLimit(std::time::Duration::from_millis(wait_ms))),
+            "" => None,
+            _ => return Err(malformed("claim")),
+        };
         Ok(entries
             .iter()
             .zip(replies)
@@ -178,7 +200,7 @@ impl Batch for ClaimBatch {
                             .ok_or_else(|| malformed("claim"))
                     })
                     .collect::<Result<_>>()?;
-                Ok(Claimed { acked, jobs })
+                Ok(Claimed { acked, jobs, held })
             })
             .collect())
     }

@@ -38,6 +38,8 @@ pub struct Job {
     pub lease: Option<Lease>,
     pub last_error: Option<String>,
     pub dead_at_ms: Option<i64>,
+    /// The group the job shares its priority class with fairly.
+    pub group: Option<String>,
 }
 
 impl Job {
@@ -63,6 +65,7 @@ impl Job {
             lease,
             last_error: record.last_error.map(str::to_owned),
             dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
+            group: record.group.map(str::to_owned),
         })
     }
 }
@@ -124,6 +127,7 @@ mod tests {
             enqueued_at_ms: 1_700_000_000_000,
             ready_at_ms: 1_700_000_000_500,
             last_error: Some("boom"),
+            group: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }

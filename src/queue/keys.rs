@@ -14,23 +14,40 @@ pub enum Key {
     Dead,
     Jobs,
     Leases,
-    Seq,
     Floor,
+    Settings,
+    Weights,
+    Vtime,
+    Tags,
+    Bucket,
+    Groups,
+    Inflight,
+    Heads,
+    Backlog,
 }
 
 impl Key {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 16] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
         Self::Dead,
         Self::Jobs,
         Self::Leases,
-        Self::Seq,
         Self::Floor,
+        Self::Settings,
+        Self::Weights,
+        Self::Vtime,
+        Self::Tags,
+        Self::Bucket,
+        Self::Groups,
+        Self::Inflight,
+        Self::Heads,
+        Self::Backlog,
     ];
 
-    fn name(self) -> &'static str {
+    /// The key's name after the queue's hash tag, as `lua/` headers list it.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Scheduled => "scheduled",
@@ -38,8 +55,16 @@ impl Key {
             Self::Dead => "dead",
             Self::Jobs => "jobs",
             Self::Leases => "leases",
-            Self::Seq => "seq",
             Self::Floor => "floor",
+            Self::Settings => "settings",
+            Self::Weights => "weights",
+            Self::Vtime => "vtime",
+            Self::Tags => "tags",
+            Self::Bucket => "bucket",
+            Self::Groups => "groups",
+            Self::Inflight => "inflight",
+            Self::Heads => "heads",
+            Self::Backlog => "backlog",
         }
     }
 }
@@ -47,8 +72,9 @@ impl Key {
 /// The key names of one queue, built once.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
-    keys: [String; 8],
+    keys: [String; 16],
     wake: String,
+    group_prefix: String,
 }
 
 impl QueueKeys {
@@ -57,6 +83,7 @@ impl QueueKeys {
         Self {
             keys: Key::ALL.map(|k| key(k.name())),
             wake: key("wake"),
+            group_prefix: key("group:"),
         }
     }
 
@@ -64,9 +91,21 @@ impl QueueKeys {
         &self.keys[key as usize]
     }
 
-    /// The pub/sub channel told when the queue's pending set stops being empty.
+    /// The pub/sub channel told when claims waiting on the queue should
+    /// look again.
     pub fn wake_channel(&self) -> &str {
         &self.wake
+    }
+
+    /// What a named group's key starts with: the group's waiting jobs
+    /// other than its heads are in `group_prefix() + group`.
+    pub fn group_prefix(&self) -> &str {
+        &self.group_prefix
+    }
+
+    /// The key of a named group's waiting jobs.
+    pub fn group(&self, group: &str) -> String {
+        format!("{}{group}", self.group_prefix)
     }
 }
 
@@ -99,6 +138,7 @@ mod tests {
         assert!(keys.wake_channel().contains("{emails}"));
         assert!(!registry("prioq").contains('{'));
         assert_eq!(keys.key(Key::Floor), "prioq:{emails}:floor");
+        assert_eq!(keys.group("tenant:7"), "prioq:{emails}:group:tenant:7");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use deadpool_redis::redis::{self, Cmd, RedisError};
 use super::keys::{Key, QueueKeys};
 
 /// The helpers first, then one file per function.
-const FILES: [&str; 13] = [
+const FILES: [&str; 16] = [
     include_str!("../../lua/library.lua"),
     include_str!("../../lua/enqueue.lua"),
     include_str!("../../lua/claim.lua"),
@@ -30,6 +30,9 @@ const FILES: [&str; 13] = [
     include_str!("../../lua/dead_jobs.lua"),
     include_str!("../../lua/stats.lua"),
     include_str!("../../lua/ready.lua"),
+    include_str!("../../lua/groups.lua"),
+    include_str!("../../lua/settings.lua"),
+    include_str!("../../lua/configure.lua"),
 ];
 
 /// A function of the library.
@@ -47,10 +50,13 @@ pub enum Function {
     DeadJobs,
     Stats,
     Ready,
+    Groups,
+    Settings,
+    Configure,
 }
 
 impl Function {
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 15] = [
         Self::Enqueue,
         Self::Claim,
         Self::Ack,
@@ -63,6 +69,9 @@ impl Function {
         Self::DeadJobs,
         Self::Stats,
         Self::Ready,
+        Self::Groups,
+        Self::Settings,
+        Self::Configure,
     ];
 
     fn stem(self) -> &'static str {
@@ -79,6 +88,9 @@ impl Function {
             Self::DeadJobs => "dead_jobs",
             Self::Stats => "stats",
             Self::Ready => "ready",
+            Self::Groups => "groups",
+            Self::Settings => "settings",
+            Self::Configure => "configure",
         }
     }
 
@@ -86,32 +98,67 @@ impl Function {
     fn keys(self) -> &'static [Key] {
         use Key::*;
         match self {
-            Self::Enqueue | Self::Nack | Self::Sweep => {
-                &[Pending, Scheduled, Processing, Dead, Jobs, Leases, Seq]
-            }
-            Self::Claim => &[Pending, Scheduled, Processing, Jobs, Leases, Seq, Floor],
-            Self::Ack | Self::Extend => &[Processing, Jobs, Leases],
+            Self::Enqueue | Self::Nack | Self::Sweep => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Leases, Settings, Weights, Vtime, Tags,
+                Groups, Inflight, Heads, Backlog,
+            ],
+            Self::Claim => &[
+                Pending, Scheduled, Processing, Jobs, Leases, Floor, Settings, Weights, Vtime, Tags,
+                Groups, Inflight, Heads, Backlog, Bucket,
+            ],
+            Self::Ack => &[
+                Pending, Processing, Jobs, Leases, Settings, Groups, Inflight, Heads, Backlog,
+            ],
+            Self::Extend => &[Processing, Jobs, Leases],
             Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases],
-            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs],
-            Self::Requeue => &[Pending, Dead, Jobs, Seq],
+            Self::Delete => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Settings, Groups, Inflight, Heads,
+                Backlog,
+            ],
+            Self::Requeue => &[
+                Pending, Dead, Jobs, Settings, Weights, Vtime, Tags, Groups, Inflight, Heads,
+                Backlog,
+            ],
             Self::DeadJobs => &[Dead, Jobs],
-            Self::Stats => &[Pending, Scheduled, Processing, Dead, Jobs],
+            Self::Stats => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Settings, Groups, Backlog,
+            ],
             Self::Ready => &[],
+            Self::Groups => &[Groups, Inflight, Weights],
+            Self::Settings | Self::Configure => &[Settings, Weights],
         }
     }
 
     /// Whether the function only reads (flag `no-writes`): it is called
     /// with `FCALL_RO`, which a write pause lets through.
     fn reads_only(self) -> bool {
-        matches!(self, Self::Job | Self::DeadJobs | Self::Stats)
-    }
-
-    /// Whether the queue's wake-up channel comes first in its arguments.
-    fn takes_wake_channel(self) -> bool {
         matches!(
             self,
-            Self::Enqueue | Self::Claim | Self::Nack | Self::Sweep | Self::Requeue
+            Self::Job | Self::DeadJobs | Self::Stats | Self::Groups | Self::Settings
         )
+    }
+
+    /// The arguments every call of the function starts with: the queue's
+    /// wake-up channel and the prefix of its group keys, when it takes
+    /// them.
+    fn leading_args(self) -> (bool, bool) {
+        match self {
+            Self::Enqueue
+            | Self::Claim
+            | Self::Ack
+            | Self::Nack
+            | Self::Sweep
+            | Self::Requeue => (true, true),
+            Self::Delete => (false, true),
+            Self::Configure => (true, false),
+            Self::Extend
+            | Self::Job
+            | Self::DeadJobs
+            | Self::Stats
+            | Self::Ready
+            | Self::Groups
+            | Self::Settings => (false, false),
+        }
     }
 }
 
@@ -155,8 +202,9 @@ impl Library {
     }
 
     /// `FCALL` (`FCALL_RO` for a reading function) of `function` with the
-    /// keys of `queue` it takes (and the wake-up channel when it takes
-    /// one); the caller adds the rest of its arguments.
+    /// keys of `queue` it takes, then the queue's wake-up channel and
+    /// group key prefix when it takes them; the caller adds the rest of
+    /// its arguments.
     pub fn call(&self, function: Function, queue: &QueueKeys) -> Cmd {
         let keys = function.keys();
         let mut cmd = redis::cmd(if function.reads_only() {
@@ -168,8 +216,12 @@ impl Library {
         for key in keys {
             cmd.arg(queue.key(*key));
         }
-        if function.takes_wake_channel() {
+        let (wake, group_prefix) = function.leading_args();
+        if wake {
             cmd.arg(queue.wake_channel());
+        }
+        if group_prefix {
+            cmd.arg(queue.group_prefix());
         }
         cmd
     }
@@ -238,11 +290,23 @@ mod tests {
     fn every_key_a_function_takes_is_in_its_header() {
         // The header's `-- KEYS:` line lists the keys by name, in order.
         for function in Function::ALL {
-            let listed: Vec<String> = file_of(function)
-                .lines()
+            // The list may go on over lines that start with `--   `.
+            let mut lines = file_of(function).lines();
+            let mut text = lines
                 .find_map(|line| line.strip_prefix("-- KEYS: "))
-                .map(|keys| keys.split(", ").map(str::to_owned).collect())
-                .unwrap_or_default();
+                .unwrap_or_default()
+                .to_owned();
+            for line in lines {
+                match line.strip_prefix("--   ") {
+                    Some(more) if text.ends_with(',') => text = format!("{text} {more}"),
+                    _ => break,
+                }
+            }
+            let listed: Vec<String> = text
+                .split(", ")
+                .filter(|key| !key.is_empty())
+                .map(str::to_owned)
+                .collect();
             let taken: Vec<String> = function
                 .keys()
                 .iter()

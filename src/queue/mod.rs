@@ -10,6 +10,7 @@ pub mod keys;
 mod lane;
 pub mod library;
 pub mod record;
+mod settings;
 pub(crate) mod wake;
 
 use std::collections::{HashMap, HashSet};
@@ -24,12 +25,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
-pub use batches::Claimed;
+pub use batches::{Claimed, Held};
 use batches::{AckBatch, ClaimBatch, ClaimEntry, EnqueueBatch, OutgoingJob};
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
 use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
+use settings::RawSettings;
+pub use settings::{RateLimit, Settings, SettingsChange};
 use wake::Waiters;
 
 /// How long a waiting claim sleeps at most before it looks again on its
@@ -47,9 +50,14 @@ pub enum QueueError {
     LeaseLost,
     #[error("the job's state does not allow this operation")]
     Conflict,
-    /// 2^44 arrivals since the queue was last empty: nothing was written.
-    #[error("the queue's arrival counter is used up; it restarts once the queue is drained")]
+    /// A priority class used up its 2^44 tags while jobs wait in it:
+    /// nothing was written.
+    #[error("the priority class has used up its arrival tags; they restart once it is drained")]
     SequenceExhausted,
+    /// A settings change that would leave the settings invalid, named by
+    /// the field to fix.
+    #[error("invalid setting `{0}`")]
+    Invalid(String),
     /// Redis could not be reached: the operation did not run.
     #[error("Redis is unavailable")]
     Unavailable(#[source] anyhow::Error),
@@ -67,6 +75,7 @@ impl QueueError {
             Self::LeaseLost => Self::LeaseLost,
             Self::Conflict => Self::Conflict,
             Self::SequenceExhausted => Self::SequenceExhausted,
+            Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
             Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
         }
@@ -80,6 +89,14 @@ impl From<redis::RedisError> for QueueError {
             Some("LEASE_LOST") => Self::LeaseLost,
             Some("CONFLICT") => Self::Conflict,
             Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
+            // Redis adds where the error was raised after the field.
+            Some("INVALID") => Self::Invalid(
+                error
+                    .detail()
+                    .and_then(|detail| detail.split(' ').next())
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
             _ if library::is_too_old(&error) => Self::Unknown(
                 anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
             ),
@@ -108,6 +125,9 @@ pub struct NewJob {
     pub priority: u8,
     pub delay_ms: u64,
     pub max_attempts: u32,
+    /// The group it shares its priority class with fairly; `None` joins
+    /// the group of jobs without one.
+    pub group: Option<String>,
 }
 
 /// The answer to one enqueued job.
@@ -169,6 +189,9 @@ pub struct QueueStats {
     pub expired_leases: u64,
     pub dead: u64,
     pub classes: Vec<ClassStats>,
+    /// Named groups with jobs waiting or processing.
+    pub groups: u64,
+    pub paused: bool,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -180,11 +203,11 @@ pub struct ClassStats {
 }
 
 /// The stats function's reply: counts by state, then
-/// `(priority, pending, oldest age ms)` per class.
-type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>);
+/// `(priority, pending, oldest age ms)` per class, named groups, paused.
+type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8);
 
 /// What one sweep of a queue did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Swept {
     /// Expired leases taken back.
     pub reclaimed: u64,
@@ -192,6 +215,42 @@ pub struct Swept {
     pub dead: u64,
     /// Due scheduled jobs made pending.
     pub promoted: u64,
+    /// Where the next sweep goes on looking at the queue's tags and groups.
+    pub cursors: SweepCursors,
+}
+
+/// Where a sweep of a queue's finish tags and groups starts: where the
+/// last one stopped, or the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepCursors {
+    pub tags: String,
+    pub groups: String,
+}
+
+impl Default for SweepCursors {
+    fn default() -> Self {
+        Self {
+            tags: "0".into(),
+            groups: "0".into(),
+        }
+    }
+}
+
+/// One page of a queue's named groups.
+#[derive(Debug)]
+pub struct GroupPage {
+    pub groups: Vec<GroupStats>,
+    /// Where the next page starts, when there is one.
+    pub next_cursor: Option<String>,
+}
+
+/// A named group with jobs waiting or processing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    pub group: String,
+    pub pending: u64,
+    pub processing: u64,
+    pub weight: u32,
 }
 
 /// One page of dead jobs.
@@ -371,6 +430,7 @@ impl Broker {
                 priority: job.priority,
                 delay_ms: job.delay_ms,
                 max_attempts: job.max_attempts,
+                group: job.group.clone(),
                 body: record::body(&job.task, job.args.get()),
             })
             .collect::<Vec<_>>();
@@ -408,6 +468,7 @@ impl Broker {
                             lease: None,
                             last_error: None,
                             dead_at_ms: None,
+                            group: new.group,
                         },
                         created: true,
                     }
@@ -460,7 +521,7 @@ impl Broker {
                         tracing::warn!(error = %anyhow::Error::from(error), "a waiting claim could not look again");
                         return Ok(Claimed {
                             acked,
-                            jobs: Vec::new(),
+                            ..Claimed::default()
                         });
                     }
                     None => return Err(error),
@@ -471,11 +532,17 @@ impl Broker {
             if !claimed.jobs.is_empty() || Instant::now() >= deadline || shutdown.is_cancelled() {
                 return Ok(Claimed {
                     acked: std::mem::take(acked_now),
-                    jobs: claimed.jobs,
+                    ..claimed
                 });
             }
             waiting.get_or_insert_with(Waiting::start);
-            let recheck = deadline.min(Instant::now() + RECHECK_INTERVAL);
+            // A rate limit says when the next token comes: look again then.
+            // Otherwise wait to be told (a job, a resume, a freed slot).
+            let next_look = match claimed.held {
+                Some(Held::RateLimit(wait)) => wait.max(Duration::from_millis(1)),
+                _ => RECHECK_INTERVAL,
+            };
+            let recheck = deadline.min(Instant::now() + next_look);
             tokio::select! {
                 () = woken => {}
                 () = tokio::time::sleep_until(recheck) => {}
@@ -557,12 +624,12 @@ impl Broker {
         &self,
         queue: &str,
         limit: u32,
-        cursor: Option<&DeadCursor>,
+        cursor: Option<&PageCursor>,
     ) -> Result<DeadPage> {
         let mut cmd = LIBRARY.call(Function::DeadJobs, &self.lanes(queue).keys);
         cmd.arg(limit);
         match cursor {
-            Some(cursor) => cmd.arg(cursor.dead_at_ms).arg(&cursor.id),
+            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
             None => cmd.arg("").arg(""),
         };
         let (total, mut jobs): (u64, Vec<Job>) = self.call(&cmd).await?;
@@ -570,9 +637,9 @@ impl Broker {
         jobs.truncate(limit as usize);
         let next_cursor = jobs.last().filter(|_| more).and_then(|job| {
             Some(
-                DeadCursor {
-                    dead_at_ms: job.dead_at_ms?,
-                    id: job.id.clone(),
+                PageCursor {
+                    score: job.dead_at_ms?,
+                    member: job.id.clone(),
                 }
                 .to_string(),
             )
@@ -587,7 +654,7 @@ impl Broker {
     /// A queue's counts; a queue never used has zeros.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         let cmd = LIBRARY.call(Function::Stats, &self.lanes(queue).keys);
-        let (pending, scheduled, processing, expired_leases, dead, classes): RawStats =
+        let (pending, scheduled, processing, expired_leases, dead, classes, groups, paused): RawStats =
             self.call(&cmd).await?;
         Ok(QueueStats {
             pending,
@@ -603,6 +670,8 @@ impl Broker {
                     oldest_age_ms,
                 })
                 .collect(),
+            groups,
+            paused: paused == 1,
         })
     }
 
@@ -653,19 +722,85 @@ impl Broker {
         Ok(queues)
     }
 
-    /// Takes back up to `batch` expired leases and promotes up to `batch`
-    /// due scheduled jobs, in one call.
-    pub async fn sweep(&self, queue: &str, batch: u32) -> Result<Swept> {
+    /// Takes back up to `batch` expired leases, promotes up to `batch` due
+    /// scheduled jobs, and tidies up to `batch` finish tags and groups
+    /// from `cursors` on, in one call.
+    pub async fn sweep(&self, queue: &str, batch: u32, cursors: &SweepCursors) -> Result<Swept> {
         let lanes = self.lanes(queue);
         let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
-        cmd.arg(batch);
-        let (reclaimed, dead, promoted) = self.call(&cmd).await?;
+        cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
+        let (reclaimed, dead, promoted, tags, groups) = self.call(&cmd).await?;
         lanes.counters.leases_expired.increment(reclaimed);
         lanes.counters.dead_lettered.increment(dead);
         Ok(Swept {
             reclaimed,
             dead,
             promoted,
+            cursors: SweepCursors { tags, groups },
+        })
+    }
+
+    /// The queue's settings; defaults for a queue never configured.
+    pub async fn settings(&self, queue: &str) -> Result<Settings> {
+        let cmd = LIBRARY.call(Function::Settings, &self.lanes(queue).keys);
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// Changes the queue's settings at once on every instance, and wakes
+    /// the claims waiting on it; answers the settings after the change.
+    pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
+        self.register(queue).await?;
+        let mut cmd = LIBRARY.call(Function::Configure, &self.lanes(queue).keys);
+        let fields = change.fields();
+        cmd.arg(fields.len());
+        for (field, value) in &fields {
+            cmd.arg(*field).arg(value);
+        }
+        cmd.arg(if change.clear_weights { "1" } else { "0" })
+            .arg(change.group_weights.len());
+        for (group, weight) in &change.group_weights {
+            cmd.arg(group)
+                .arg(weight.map(|w| w.to_string()).unwrap_or_default());
+        }
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// One page of the queue's named groups with jobs waiting or
+    /// processing, most waiting first. `cursor` is a previous page's
+    /// `next_cursor`.
+    pub async fn groups(
+        &self,
+        queue: &str,
+        limit: u32,
+        cursor: Option<&PageCursor>,
+    ) -> Result<GroupPage> {
+        let mut cmd = LIBRARY.call(Function::Groups, &self.lanes(queue).keys);
+        cmd.arg(limit);
+        match cursor {
+            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
+            None => cmd.arg("").arg(""),
+        };
+        let (_, mut groups): (u64, Vec<(String, u64, u64, u32)>) = self.call(&cmd).await?;
+        let more = groups.len() > limit as usize;
+        groups.truncate(limit as usize);
+        let next_cursor = groups.last().filter(|_| more).map(|last| {
+            PageCursor {
+                score: i64::try_from(last.1).unwrap_or(i64::MAX),
+                member: last.0.clone(),
+            }
+            .to_string()
+        });
+        Ok(GroupPage {
+            groups: groups
+                .into_iter()
+                .map(|(group, pending, processing, weight)| GroupStats {
+                    group,
+                    pending,
+                    processing,
+                    weight,
+                })
+                .collect(),
+            next_cursor,
         })
     }
 
@@ -720,27 +855,28 @@ async fn bounded_by<T>(limit: Duration, operation: impl Future<Output = Result<T
         })
 }
 
-/// Where a DLQ page starts: just after this job, in the DLQ's order.
+/// Where a page of a list sorted by a number, highest first (the DLQ by
+/// time of death, groups by jobs waiting), starts: just after this member.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadCursor {
-    pub dead_at_ms: i64,
-    pub id: String,
+pub struct PageCursor {
+    pub score: i64,
+    pub member: String,
 }
 
-impl std::fmt::Display for DeadCursor {
+impl std::fmt::Display for PageCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.dead_at_ms, self.id)
+        write!(f, "{}.{}", self.score, self.member)
     }
 }
 
-impl std::str::FromStr for DeadCursor {
+impl std::str::FromStr for PageCursor {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        let (dead_at_ms, id) = s.split_once('.').ok_or(())?;
+        let (score, member) = s.split_once('.').ok_or(())?;
         Ok(Self {
-            dead_at_ms: dead_at_ms.parse().map_err(|_| ())?,
-            id: id.to_owned(),
+            score: score.parse().map_err(|_| ())?,
+            member: member.to_owned(),
         })
     }
 }

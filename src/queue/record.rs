@@ -3,15 +3,17 @@
 //! A record is a header of unsigned varints (LEB128: 7 bits a byte, least
 //! significant first): flags, priority, attempts, max_attempts,
 //! enqueued_at ms, and ready_at − enqueued_at ms; then, when flags has bit
-//! 1, the last error (its length as a varint, then the text); then the
-//! body: the task's length in bytes as a varint, the task, and the args as
-//! the client sent them. The functions in `lua/` read and rewrite the
-//! header and the error, never the body. A job with 200 bytes of args and
+//! 1, the last error, and when it has bit 2, the group (each its length as
+//! a varint, then the text); then the body: the task's length in bytes as
+//! a varint, the task, and the args as the client sent them. The functions
+//! in `lua/` read and rewrite the header, the error and the group, never
+//! the body. A job with 200 bytes of args and
 //! a 5-byte task takes a record of 217 bytes, which jemalloc keeps in a
 //! 224-byte allocation.
 
-/// Flags bit: the header is followed by the last error.
+/// Flags bits: the header is followed by the last error, then the group.
 const HAS_ERROR: u64 = 1;
+const HAS_GROUP: u64 = 2;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,7 @@ pub struct Record<'a> {
     /// When the job last became pending, or its `run_at` while scheduled.
     pub ready_at_ms: i64,
     pub last_error: Option<&'a str>,
+    pub group: Option<&'a str>,
     pub task: &'a str,
     /// JSON, as the client sent it.
     pub args: &'a str,
@@ -35,16 +38,20 @@ impl<'a> Record<'a> {
         let mut field = || read_varint(&mut rest);
         let (flags, priority, attempts, max_attempts, enqueued, ready_delta) =
             (field()?, field()?, field()?, field()?, field()?, field()?);
-        let last_error = match flags {
-            0 => None,
-            HAS_ERROR => {
-                let len = usize::try_from(read_varint(&mut rest)?).ok()?;
-                let (error, after) = (rest.get(..len)?, rest.get(len..)?);
-                rest = after;
-                Some(std::str::from_utf8(error).ok()?)
+        if flags & !(HAS_ERROR | HAS_GROUP) != 0 {
+            return None;
+        }
+        let mut text = |present: bool| -> Option<Option<&'a str>> {
+            if !present {
+                return Some(None);
             }
-            _ => return None,
+            let len = usize::try_from(read_varint(&mut rest)?).ok()?;
+            let (text, after) = (rest.get(..len)?, rest.get(len..)?);
+            rest = after;
+            Some(Some(std::str::from_utf8(text).ok()?))
         };
+        let last_error = text(flags & HAS_ERROR != 0)?;
+        let group = text(flags & HAS_GROUP != 0)?;
         let task_len = usize::try_from(read_varint(&mut rest)?).ok()?;
         let (task, args) = (rest.get(..task_len)?, rest.get(task_len..)?);
         let enqueued_at_ms = i64::try_from(enqueued).ok()?;
@@ -55,6 +62,7 @@ impl<'a> Record<'a> {
             enqueued_at_ms,
             ready_at_ms: enqueued_at_ms.checked_add(i64::try_from(ready_delta).ok()?)?,
             last_error,
+            group,
             task: std::str::from_utf8(task).ok()?,
             args: std::str::from_utf8(args).ok()?,
         })
@@ -63,11 +71,8 @@ impl<'a> Record<'a> {
     /// The whole record, as the functions write it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.task.len() + self.args.len());
-        let flags = if self.last_error.is_some() {
-            HAS_ERROR
-        } else {
-            0
-        };
+        let flags =
+            self.last_error.map_or(0, |_| HAS_ERROR) | self.group.map_or(0, |_| HAS_GROUP);
         for n in [
             flags,
             u64::from(self.priority),
@@ -80,9 +85,9 @@ impl<'a> Record<'a> {
         ] {
             write_varint(&mut out, n);
         }
-        if let Some(error) = self.last_error {
-            write_varint(&mut out, error.len() as u64);
-            out.extend_from_slice(error.as_bytes());
+        for text in [self.last_error, self.group].into_iter().flatten() {
+            write_varint(&mut out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
         }
         out.extend_from_slice(&body(self.task, self.args));
         out
@@ -154,6 +159,7 @@ mod tests {
             enqueued_at_ms: 1_796_003_050_511,
             ready_at_ms: 1_796_003_050_511 + 2_592_000_000,
             last_error: Some("boom: é"),
+            group: Some("tenant:42"),
             task: "t:é",
             args: r#"{"a":[1,2]}"#,
         };
@@ -170,6 +176,7 @@ mod tests {
             enqueued_at_ms: 1_796_003_050_511,
             ready_at_ms: 1_796_003_050_511,
             last_error: None,
+            group: None,
             task: "bench",
             args: "{}",
         };
@@ -187,6 +194,7 @@ mod tests {
             enqueued_at_ms: 1,
             ready_at_ms: 1,
             last_error: None,
+            group: None,
             task: "task",
             args: "{}",
         }

@@ -11,6 +11,9 @@ use prioq::config::Config;
 use prioq::queue::keys::{Key, QueueKeys};
 use serde_json::json;
 
+use crate::fairness::{
+    check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
+};
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
 use crate::helpers::{redis, spawn_app_with, test_config};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
@@ -246,6 +249,31 @@ async fn cluster_dead_letter_queue_lists_requeues_and_deletes() {
         app.claim_one("dlq").await.expect("requeued job")["id"],
         "d1"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_flooding_group_delays_another_by_about_one_job_each() {
+    check_fair_share(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_weights_share_a_class_in_proportion() {
+    check_weights(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_a_group_cap_holds_under_concurrent_claimers_on_two_instances() {
+    check_group_cap(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_pause_on_one_instance_holds_claims_on_another() {
+    check_pause(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_a_rate_limit_bounds_what_the_fleet_hands_out() {
+    check_rate_limit(shared_cluster().config()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

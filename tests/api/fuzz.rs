@@ -294,6 +294,7 @@ fn contract_violation(raw: &Raw, key_prefix: &str) -> Option<String> {
 const ENQUEUE_QUEUE: &str = "fz";
 const LEASE_QUEUE: &str = "fx";
 const DEAD_QUEUE: &str = "fd";
+const SETTINGS_QUEUE: &str = "fs";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
@@ -305,9 +306,10 @@ enum Target {
     Extend,
     Nack,
     Requeue,
+    Settings,
 }
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     Target::Enqueue,
     Target::Batch,
     Target::Claim,
@@ -316,6 +318,7 @@ const TARGETS: [Target; 8] = [
     Target::Extend,
     Target::Nack,
     Target::Requeue,
+    Target::Settings,
 ];
 
 /// A processing job with its lease, and a dead job.
@@ -490,6 +493,14 @@ fn mutate_value(rng: &mut Rng, value: &mut Value, raws: &mut Vec<String>) {
         "lease_token",
         "error",
         "dead",
+        "group",
+        "paused",
+        "max_in_flight",
+        "rate_limit",
+        "per_second",
+        "burst",
+        "group_weights",
+        "group_max_in_flight",
         "extra",
         "",
         "TASK",
@@ -756,6 +767,7 @@ impl Fuzzer {
             Target::Extend => format!("/v1/queues/{LEASE_QUEUE}/jobs/{leased}/extend"),
             Target::Nack => format!("/v1/queues/{LEASE_QUEUE}/jobs/{leased}/nack"),
             Target::Requeue => format!("/v1/queues/{DEAD_QUEUE}/dlq/{dead}/requeue"),
+            Target::Settings => format!("/v1/queues/{SETTINGS_QUEUE}/settings"),
         }
     }
 
@@ -768,6 +780,7 @@ impl Fuzzer {
             "id": format!("fz-{n}"),
             "delay_ms": 0,
             "max_attempts": 5,
+            "group": "tenant-1",
         })
     }
 
@@ -786,6 +799,10 @@ impl Fuzzer {
                 "lease_token": token, "delay_ms": 0, "error": "boom", "dead": false, "priority": 4,
             }),
             Target::Requeue => json!({"priority": 3}),
+            Target::Settings => json!({
+                "paused": false, "max_in_flight": 10, "rate_limit": {"per_second": 5.5, "burst": 5},
+                "group_weights": {"a": 2, "b": null}, "group_max_in_flight": 3,
+            }),
         }
     }
 
@@ -817,6 +834,9 @@ impl Fuzzer {
             _ => valid_bytes,
         };
         let mut probe = Probe::post(self.path(target), body);
+        if target == Target::Settings {
+            probe.method = Method::PATCH;
+        }
         if self.rng.one_in(6) {
             probe.content_type = junk_content_type(&mut self.rng);
         }
@@ -842,6 +862,7 @@ impl Fuzzer {
         let queue = match target {
             Target::Enqueue | Target::Batch => ENQUEUE_QUEUE,
             Target::Requeue => DEAD_QUEUE,
+            Target::Settings => SETTINGS_QUEUE,
             _ => LEASE_QUEUE,
         };
         let id = match target {

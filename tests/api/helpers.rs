@@ -316,6 +316,32 @@ impl TestApp {
         }
     }
 
+    /// The `/metrics` exposition text.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("scraped")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// Waits until `count` long polls of this instance have looked for a
+    /// job and wait, as its `prioq_long_polls_waiting` gauge tells.
+    pub async fn until_long_polls_wait(&self, count: usize) {
+        until(Duration::from_secs(10), "the long polls wait", || async {
+            self.metrics()
+                .await
+                .lines()
+                .find_map(|line| line.strip_prefix("prioq_long_polls_waiting "))
+                .and_then(|value| value.trim().parse::<f64>().ok())
+                .is_some_and(|waiting| waiting >= count as f64)
+        })
+        .await;
+    }
+
     /// Every key of this instance's prefix with its full contents.
     pub async fn snapshot(&self) -> BTreeMap<String, String> {
         snapshot(&self.config.redis_url, &self.config.key_prefix).await

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prioq::config::Config;
-use prioq::queue::{Broker, BrokerConfig, RedisPool};
+use prioq::queue::{Broker, BrokerConfig, RedisPool, SweepCursors};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -127,7 +127,11 @@ async fn racing_sweepers_count_one_attempt_per_expired_lease() {
             tokio::spawn(async move {
                 let mut total = 0;
                 loop {
-                    let taken = broker.sweep("race", 7).await.expect("sweep").reclaimed;
+                    let taken = broker
+                        .sweep("race", 7, &SweepCursors::default())
+                        .await
+                        .expect("sweep")
+                        .reclaimed;
                     if taken == 0 {
                         return total;
                     }

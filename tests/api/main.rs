@@ -7,6 +7,7 @@ mod batching;
 mod claim_acks;
 mod cluster;
 mod endpoints;
+mod fairness;
 mod faults;
 mod fuzz;
 mod guide;

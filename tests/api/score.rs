@@ -1,4 +1,5 @@
-//! The score's arrival counter at its limits.
+//! The score's arrival tags at their limits: for jobs without a group, a
+//! class's tags count its arrivals, one each.
 
 use reqwest::StatusCode;
 use serde_json::json;
@@ -14,14 +15,15 @@ async fn fifo_stays_exact_at_the_top_of_the_counter() {
     let app = spawn_app().await;
     let mut conn = redis_connection(&app.config.redis_url).await;
     let keys = QueueKeys::new(&app.config.key_prefix, "edge");
-    let seq_key = keys.key(Key::Seq);
-    // The highest arrivals the score holds, in the least urgent class.
-    let _: () = redis::cmd("SET")
-        .arg(seq_key)
-        .arg(SEQ_SPAN - 4)
+    // The highest arrivals the score holds, in the least urgent class: the
+    // finish tag of its jobs without a group.
+    let _: () = redis::cmd("HSET")
+        .arg(keys.key(Key::Tags))
+        .arg("255:")
+        .arg(SEQ_SPAN - 3)
         .query_async(&mut conn)
         .await
-        .expect("SET");
+        .expect("HSET");
     let first = app
         .enqueue("edge", json!({"task": "t", "priority": 255}))
         .await;
@@ -39,13 +41,13 @@ async fn exhausted_counter_refuses_without_writing_and_restarts_once_drained() {
     let waiting = app.enqueue("full", json!({"task": "t"})).await;
     let mut conn = redis_connection(&app.config.redis_url).await;
     let keys = QueueKeys::new(&app.config.key_prefix, "full");
-    let seq_key = keys.key(Key::Seq);
-    let _: () = redis::cmd("SET")
-        .arg(seq_key)
+    let _: () = redis::cmd("HSET")
+        .arg(keys.key(Key::Tags))
+        .arg("1:")
         .arg(SEQ_SPAN - 1)
         .query_async(&mut conn)
         .await
-        .expect("SET");
+        .expect("HSET");
 
     let before = app.snapshot().await;
     let refused = app

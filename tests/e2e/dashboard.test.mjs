@@ -34,6 +34,18 @@ before(async () => {
   await api.enqueue('emails', { id: 'later-1', task: 'send_email', delay_ms: 3600000 });
   // reports: 3 pending bulk jobs.
   for (const id of ['r-1', 'r-2', 'r-3']) await api.enqueue('reports', { id, task: 'render', priority: 9 });
+  // tenants: groups acme (4 pending), beta (2 pending, weight 3) and gamma
+  // (1 pending, 1 processing), one job of no group; a rate limit and a
+  // per-group cap.
+  await api.configure('tenants', { group_weights: { beta: 3 } });
+  await api.configure('tenants', { rate_limit: { per_second: 50, burst: 50 }, group_max_in_flight: 10 });
+  for (const id of ['g-1', 'g-2']) await api.enqueue('tenants', { id, task: 'sync', group: 'gamma', priority: 0 });
+  const [fair] = await api.claim('tenants', 'syncer-3', { lease_ms: 600000 });
+  assert.equal(fair.group, 'gamma');
+  for (const [id, group] of [['a-1', 'acme'], ['b-1', 'beta'], ['a-2', 'acme'], ['a-3', 'acme'], ['b-2', 'beta'], ['a-4', 'acme']]) {
+    await api.enqueue('tenants', { id, task: 'sync', group, priority: 5 });
+  }
+  await api.enqueue('tenants', { id: 'n-1', task: 'sync', priority: 5 });
   // archive: 25 dead jobs, more than one page of the DLQ.
   for (let i = 1; i <= 25; i += 1) {
     await api.kill('archive', `old-${String(i).padStart(2, '0')}`, `disk full (${i})`);
@@ -199,6 +211,150 @@ describe('a queue', () => {
     await page.getByRole('button', { name: 'Look up' }).click();
     await expectText(page.locator('#lookup-result'), /No job “no-such-job” in emails/);
     assert.deepEqual(page.problems.filter((problem) => !problem.includes('404')), []);
+    await page.close();
+  });
+});
+
+describe('a queue with groups', () => {
+  /** The text of one setting in the queue page's settings strip. */
+  const setting = (page, field) => page.locator(`#queue-settings [data-setting="${field}"]`);
+
+  test('shows its settings, and its groups most pending first with their counts and weights', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/tenants`);
+    await expectText(page.locator('#queue-title'), 'tenants');
+    await expectText(setting(page, 'paused'), 'no');
+    await expectText(setting(page, 'max_in_flight'), 'no limit');
+    await expectText(setting(page, 'rate_limit'), '50 jobs/s, burst 50');
+    await expectText(setting(page, 'group_max_in_flight'), '10 jobs at once');
+    await expectText(setting(page, 'group_weights'), 'beta ×3, others ×1');
+    assert.equal(await page.locator('#queue-paused').isHidden(), true);
+    await page.getByRole('button', { name: 'Pause', exact: true }).waitFor();
+
+    await expectText(page.locator('#groups-total'), '(3)');
+    const rows = page.locator('#groups tbody tr');
+    await page.locator('#groups tr[data-group="gamma"]').waitFor();
+    const table = await rows.evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+    assert.deepEqual(table, [
+      ['acme', '4', '0', '1'],
+      ['beta', '2', '0', '3'],
+      ['gamma', '1', '1', '1'],
+    ]);
+    assert.deepEqual(
+      await page.locator('#groups th').allTextContents(),
+      ['Group', 'Pending', 'Processing', 'Weight'],
+    );
+    assert.equal(await page.locator('#groups-pager').isHidden(), true);
+    assert.equal(await page.locator('#no-groups').isHidden(), true);
+
+    // More work for beta: the table follows without a reload.
+    for (const id of ['b-3', 'b-4', 'b-5']) await prioq.api.enqueue('tenants', { id, task: 'sync', group: 'beta', priority: 5 });
+    await expectText(page.locator('#groups tr[data-group="beta"] [data-field="pending"]'), '5');
+    assert.deepEqual(
+      await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.group)),
+      ['beta', 'acme', 'gamma'],
+    );
+
+    // A queue without named groups says so.
+    await page.goto(`${prioq.base}${UI}#/queues/reports`);
+    await expectText(page.locator('#queue-title'), 'reports');
+    await page.locator('#no-groups').waitFor();
+    await expectText(page.locator('#groups-total'), '(0)');
+    assert.equal(await page.locator('#groups').isHidden(), true);
+    await expectText(setting(page, 'group_weights'), 'all 1');
+    await expectText(setting(page, 'rate_limit'), 'none');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('is paused and resumed by clicking, and the overview marks it while paused', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/tenants`);
+    await page.locator('#groups tr[data-group="gamma"]').waitFor();
+
+    await page.getByRole('button', { name: 'Pause', exact: true }).click();
+    await page.getByRole('button', { name: 'Resume', exact: true }).waitFor();
+    await expectText(page.locator('#notice-text'), /^Paused tenants: claims hand out no jobs/);
+    await expectText(setting(page, 'paused'), 'yes');
+    await expectText(page.locator('#queue-paused'), 'Paused');
+    assert.equal((await prioq.api.settings('tenants')).paused, true);
+    assert.equal((await prioq.api.stats('tenants')).paused, true);
+    assert.deepEqual(await prioq.api.claim('tenants', 'eager-1'), []);
+    // Still paused after a few refreshes.
+    await page.waitForTimeout(1500);
+    await expectText(setting(page, 'paused'), 'yes');
+    await screenshot(page, 'queue-groups');
+    await page.setViewportSize(PHONE);
+    await screenshot(page, 'queue-groups-phone');
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
+      'the queue page is no wider than a phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
+
+    await page.getByRole('link', { name: 'Queues' }).click();
+    const tenants = page.locator('[data-queue="tenants"]');
+    await expectText(tenants.locator('.badge.paused'), 'Paused');
+    await expectText(tenants.locator('[data-count="groups"]'), '3 groups with jobs');
+    assert.equal(await page.locator('[data-queue="emails"] .badge.paused').count(), 0);
+
+    await tenants.locator('h2 a').click();
+    await page.getByRole('button', { name: 'Resume', exact: true }).click();
+    await page.getByRole('button', { name: 'Pause', exact: true }).waitFor();
+    await expectText(page.locator('#notice-text'), /^Resumed tenants: claims hand out jobs again/);
+    await expectText(setting(page, 'paused'), 'no');
+    assert.equal(await page.locator('#queue-paused').isHidden(), true);
+    assert.equal((await prioq.api.settings('tenants')).paused, false);
+
+    // Paused and resumed elsewhere: the page follows on its own.
+    await prioq.api.expect(200, 'POST', '/v1/queues/tenants/pause');
+    await page.getByRole('button', { name: 'Resume', exact: true }).waitFor();
+    await prioq.api.expect(200, 'POST', '/v1/queues/tenants/resume');
+    await page.getByRole('button', { name: 'Pause', exact: true }).waitFor();
+
+    await page.getByRole('link', { name: 'Queues' }).click();
+    await expectText(count(page, 'tenants', 'pending'), /\d+/);
+    assert.equal(await page.locator('[data-queue="tenants"] .badge.paused').count(), 0);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('pages through many groups', async () => {
+    for (let i = 1; i <= 23; i += 1) {
+      await prioq.api.enqueue('crowd', { task: 'sync', group: `c-${String(i).padStart(2, '0')}` });
+    }
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/crowd`);
+    await expectText(page.locator('#groups-total'), '(23)');
+    const rows = page.locator('#groups tbody tr');
+    const names = () => rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.group));
+    await expectText(page.locator('#groups-page'), 'Page 1');
+    assert.equal(await rows.count(), 20);
+    const first = await names();
+    await page.getByRole('button', { name: 'Next page of groups' }).click();
+    await expectText(page.locator('#groups-page'), 'Page 2');
+    await page.waitForFunction(() => document.querySelectorAll('#groups tbody tr').length === 3);
+    const second = await names();
+    assert.equal(new Set([...first, ...second]).size, 23);
+    assert.equal(await page.getByRole('button', { name: 'Next page of groups' }).isDisabled(), true);
+    await page.getByRole('button', { name: 'Previous page of groups' }).click();
+    await expectText(page.locator('#groups-page'), 'Page 1');
+    await page.waitForFunction(() => document.querySelectorAll('#groups tbody tr').length === 20);
+    assert.deepEqual(await names(), first);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('the job lookup shows a job\'s group, or none', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/tenants/jobs/a-2`);
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="id"]'), 'a-2');
+    await expectText(job.locator('[data-field="group"]'), 'acme');
+    await expectText(job.locator('[data-field="state"]'), 'pending');
+    await page.getByLabel('Job id').fill('n-1');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await expectText(job.locator('[data-field="id"]'), 'n-1');
+    await expectText(job.locator('[data-field="group"]'), 'none');
+    assert.deepEqual(page.problems, []);
     await page.close();
   });
 });

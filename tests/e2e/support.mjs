@@ -217,10 +217,10 @@ export class Api {
     this.token = token;
   }
 
-  async request(method, route, body) {
+  async request(method, route, body, contentType = 'application/json') {
     const headers = {};
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (body !== undefined) headers['Content-Type'] = contentType;
     const response = await fetch(this.base + route, {
       method,
       headers,
@@ -266,6 +266,23 @@ export class Api {
 
   stats(queue) {
     return this.expect(200, 'GET', `/v1/queues/${queue}`);
+  }
+
+  settings(queue) {
+    return this.expect(200, 'GET', `/v1/queues/${queue}/settings`);
+  }
+
+  /** Changes a queue's settings by a JSON merge patch; answers them. */
+  async configure(queue, patch) {
+    const answer = await this.request('PATCH', `/v1/queues/${queue}/settings`, patch, 'application/merge-patch+json');
+    if (answer.status !== 200) {
+      throw new Error(`PATCH /v1/queues/${queue}/settings: expected 200, got ${answer.status} ${JSON.stringify(answer.body)}`);
+    }
+    return answer.body;
+  }
+
+  groups(queue, query = '') {
+    return this.expect(200, 'GET', `/v1/queues/${queue}/groups${query}`);
   }
 }
 

@@ -1,0 +1,76 @@
+-- configure: changes a queue's settings (a merge patch, already checked
+-- field by field) and wakes the claims waiting on it, which look again
+-- under the new settings.
+-- KEYS: settings, weights
+-- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
+--   field, value ('' to reset the field); then '1' to clear every weight
+--   first ('0' not to), the number of weight changes, and pairs of group,
+--   weight ('' to drop it)
+-- Returns: what `settings` returns, after the change.
+-- Errors: INVALID <field> when the result is not a valid setting: a rate
+--   limit needs both per_second and burst; at most 10000 weights.
+local MAX_WEIGHTS = 10000
+
+redis.register_function('configure_' .. VERSION, function(keys, argv)
+  local settings, weights, wake = keys[1], keys[2], argv[1]
+  local changes, at = {}, 3
+  for _ = 1, tonumber(argv[2]) do
+    changes[argv[at]] = argv[at + 1]
+    at = at + 2
+  end
+  local clear = argv[at] == '1'
+  local weight_changes, count = {}, tonumber(argv[at + 1])
+  at = at + 2
+  for _ = 1, count do
+    weight_changes[#weight_changes + 1] = {argv[at], argv[at + 1]}
+    at = at + 2
+  end
+
+  -- Checked whole before anything is written.
+  local function after(field)
+    local change = changes[field]
+    if change == nil then return redis.call('HGET', settings, field) end
+    return change ~= '' and change or false
+  end
+  if (after('rate_per_second') == false) ~= (after('rate_burst') == false) then
+    fail(after('rate_per_second') and 'INVALID rate_limit.burst' or 'INVALID rate_limit.per_second')
+  end
+  local weighted = clear and 0 or redis.call('HLEN', weights)
+  for _, change in ipairs(weight_changes) do
+    local present = not clear and redis.call('HEXISTS', weights, change[1]) == 1
+    if change[2] == '' and present then
+      weighted = weighted - 1
+    elseif change[2] ~= '' and not present then
+      weighted = weighted + 1
+    end
+  end
+  if weighted > MAX_WEIGHTS then fail('INVALID group_weights') end
+
+  for field, value in pairs(changes) do
+    if value == '' then
+      redis.call('HDEL', settings, field)
+    else
+      redis.call('HSET', settings, field, value)
+    end
+  end
+  if clear then redis.call('DEL', weights) end
+  for _, change in ipairs(weight_changes) do
+    if change[2] == '' then
+      redis.call('HDEL', weights, change[1])
+    else
+      redis.call('HSET', weights, change[1], change[2])
+    end
+  end
+  -- The fair order's step: the largest weight.
+  local largest = 0
+  for _, value in ipairs(redis.call('HVALS', weights)) do
+    largest = math.max(largest, tonumber(value))
+  end
+  if largest > 1 then
+    redis.call('HSET', settings, 'max_weight', largest)
+  else
+    redis.call('HDEL', settings, 'max_weight')
+  end
+  redis.call('PUBLISH', wake, '')
+  return {redis.call('HGETALL', settings), redis.call('HGETALL', weights)}
+end)
