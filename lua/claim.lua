@@ -8,8 +8,7 @@
 -- jobs and claims only take pending ones, so applying every request's acks
 -- first answers each request as it would have been alone; the jobs handed
 -- out are those a claim per request would have taken, one after the other.
--- KEYS: pending, scheduled, processing, jobs, leases, floor, settings,
---   weights, vtime, tags, groups, inflight, heads, backlog, bucket
+-- KEYS: pending, scheduled, processing, jobs, leases, meta, weights, groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
 --   million of jobs handed out, ARGV[5] lease token prefix (a job's token
@@ -41,8 +40,8 @@ end
 
 -- Refills the rate limit's bucket to now: answers the tokens in it.
 local function tokens(c, now)
-  local bucket = redis.call('HMGET', c.q.bucket, 'tokens', 'at')
-  local held, at = tonumber(bucket[1]) or c.burst, tonumber(bucket[2]) or now
+  fetch(c, {'tokens', 'at'})
+  local held, at = tonumber(get(c, 'tokens')) or c.burst, tonumber(get(c, 'at')) or now
   return math.min(c.burst, held + math.max(0, now - at) * c.rate / 1000)
 end
 
@@ -51,7 +50,7 @@ end
 -- ZPOPMIN. A job of a group at its cap goes back to its group set and
 -- does not count. Answers the jobs taken, {id, record}.
 local function take_jobs(c, wanted, handed, ppm)
-  local q, taken = c.q, {}
+  local q, taken, last_tags = c.q, {}, {}
   while #taken < wanted do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
@@ -74,13 +73,13 @@ local function take_jobs(c, wanted, handed, ppm)
     local refilled = false
     for i, id in ipairs(ids) do
       local record, member_score = records[i], popped[2 * i]
-      local prio = class_of(member_score)
+      local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
       if group and at_cap(c, group) then
         withhold(c, id, prio, group, member_score)
       else
         taken[#taken + 1] = {id, record}
-        advance(c, prio, tag_of_score(member_score, prio))
+        if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
         if group then
           count_waiting(c, group, -1)
           count_inflight(c, group, 1)
@@ -90,19 +89,25 @@ local function take_jobs(c, wanted, handed, ppm)
     end
     if #popped / 2 < run and not refilled then break end
   end
+  -- The classes' virtual times move to the highest tags handed out.
+  local fields = {}
+  for prio in pairs(last_tags) do
+    fields[#fields + 1] = fields_of(prio).vtime
+  end
+  fetch(c, fields)
+  for prio, tag in pairs(last_tags) do
+    advance(c, prio, tag)
+  end
   return taken
 end
 
 redis.register_function('claim_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], jobs = keys[4], leases = keys[5],
-    floor = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9], tags = keys[10],
-    groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14], bucket = keys[15],
-    wake = argv[1], group_prefix = argv[2],
+    meta = keys[6], weights = keys[7], groups = keys[8], wake = argv[1], group_prefix = argv[2],
   }
   local c = context(q)
   local now = now_ms()
-  local was_empty = redis.call('ZCARD', q.pending) == 0
   promote_due(c, now, tonumber(argv[3]))
   local ppm, token_prefix = tonumber(argv[4]), argv[5]
 
@@ -121,7 +126,7 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
     wanted = wanted + request.max_jobs
     requests[r] = request
   end
-  local statuses = ack_all(c, acks)
+  local statuses = ack_all(c, acks, 1, #acks)
 
   -- What the queue's settings let out now.
   local limited, wait_ms, bucket = '', 0, nil
@@ -140,11 +145,12 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
     end
   end
 
-  local handed = ppm > 0 and tonumber(redis.call('GET', q.floor) or '0') or 0
+  local handed = number(c, 'floor')
   local taken = take_jobs(c, wanted, handed, ppm)
-  if ppm > 0 and #taken > 0 then redis.call('SET', q.floor, handed + #taken) end
+  if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   if bucket then
-    redis.call('HSET', q.bucket, 'tokens', string.format('%.17g', bucket - #taken), 'at', ms(now))
+    put(c, 'tokens', bucket - #taken)
+    put(c, 'at', now)
   end
   -- Fewer than asked because nothing else waits: no limit is to blame.
   if #taken < wanted then limited, wait_ms = '', 0 end
@@ -172,6 +178,6 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
     redis.call('ZADD', q.processing, unpack(deadlines))
     redis.call('HSET', q.leases, unpack(leases))
   end
-  settle(c, was_empty)
+  settle(c)
   return {now, out, limited, wait_ms}
 end)

@@ -1,7 +1,7 @@
 -- configure: changes a queue's settings (a merge patch, already checked
 -- field by field) and wakes the claims waiting on it, which look again
 -- under the new settings.
--- KEYS: settings, weights
+-- KEYS: meta, weights
 -- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
 --   field, value ('' to reset the field); then '1' to clear every weight
 --   first ('0' not to), the number of weight changes, and pairs of group,
@@ -72,5 +72,5 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     redis.call('HDEL', settings, 'max_weight')
   end
   redis.call('PUBLISH', wake, '')
-  return {redis.call('HGETALL', settings), redis.call('HGETALL', weights)}
+  return {settings_of(settings), redis.call('HGETALL', weights)}
 end)

@@ -1,7 +1,6 @@
 -- delete: deletes a job that nobody is working on. A group's head that is
 -- deleted is replaced by the group's next job.
--- KEYS: pending, scheduled, processing, dead, jobs, settings, groups,
---   inflight, heads, backlog
+-- KEYS: pending, scheduled, processing, dead, jobs, meta, groups
 -- ARGV[1] group key prefix, ARGV[2] id, ARGV[3] 'dead' to delete only a
 --   dead job, 'any' otherwise
 -- Returns: 1
@@ -10,8 +9,7 @@
 redis.register_function('delete_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    settings = keys[6], groups = keys[7], inflight = keys[8], heads = keys[9], backlog = keys[10],
-    group_prefix = argv[1],
+    meta = keys[6], groups = keys[7], group_prefix = argv[1],
   }
   local id = argv[2]
   local record = redis.call('HGET', q.jobs, id)
@@ -28,9 +26,12 @@ redis.register_function('delete_' .. VERSION, function(keys, argv)
     local prio = decode(record).prio
     count_waiting(c, group, -1)
     if redis.call('ZREM', q.pending, id) == 1 then
+      -- The head's successor takes its place: pending did not go from
+      -- empty to not empty, nobody needs waking.
+      c.was_empty = false
       refill_head(c, group, prio)
-    elseif redis.call('ZREM', c.q.group_prefix .. group, id) == 1 then
-      count_backlog(c, prio, -1)
+    elseif redis.call('ZREM', group_key(c, group), id) == 1 then
+      add(c, fields_of(prio).backlog, -1)
     end
     settle(c)
   else

@@ -1,8 +1,8 @@
 -- enqueue: adds jobs, idempotently by id. Several requests' jobs travel in
 -- one call; each request is answered on its own, and the writes of the
 -- whole call go in one HSET and a ZADD per set.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, settings,
---   weights, vtime, tags, groups, inflight, heads, backlog
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] number of
 --   requests, then per request its number of jobs and six ARGV per job:
 --   id, priority, delay_ms, max_attempts, group ('' for none), body (see
@@ -15,15 +15,12 @@ local PER_JOB = 6
 
 redis.register_function('enqueue_' .. VERSION, function(keys, argv)
   local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
-    jobs = keys[5], leases = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9],
-    tags = keys[10], groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14],
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
     wake = argv[1], group_prefix = argv[2],
   }
-  local c = context(q)
   local now = now_ms()
   local now_varint = varint(now)
-  local was_empty = redis.call('ZCARD', q.pending) == 0
 
   -- Every job of the call, to learn at once which ids are known.
   local requests, ids, at = {}, {}, 4
@@ -37,10 +34,23 @@ redis.register_function('enqueue_' .. VERSION, function(keys, argv)
   end
   local known = #ids > 0 and redis.call('HMGET', q.jobs, unpack(ids)) or {}
 
+  -- The fair-order state of every class and group of the call, read with
+  -- the settings.
+  local prios, groups = {}, {}
+  for _, request in ipairs(requests) do
+    for i = 0, request.count - 1 do
+      local base = request.first + PER_JOB * i
+      if argv[base + 2] == '0' then
+        prios[#prios + 1], groups[#groups + 1] = tonumber(argv[base + 1]), argv[base + 4]
+      end
+    end
+  end
+  local c = context(q, tag_fields(prios, groups))
+
   local created, records, adds, scheduled, n = {}, {}, {}, {}, 0
   for _, request in ipairs(requests) do
     -- Which of the request's jobs are new; the tags of those that wait now.
-    local fresh, wanted = {}, {}
+    local fresh, wanted_prios, wanted_groups = {}, {}, {}
     for i = 0, request.count - 1 do
       local base = request.first + PER_JOB * i
       local id = argv[base]
@@ -48,11 +58,12 @@ redis.register_function('enqueue_' .. VERSION, function(keys, argv)
       if not known[n] and not created[id] and not fresh[id] then
         fresh[id] = base
         if argv[base + 2] == '0' then
-          wanted[#wanted + 1] = {tonumber(argv[base + 1]), argv[base + 4]}
+          wanted_prios[#wanted_prios + 1] = tonumber(argv[base + 1])
+          wanted_groups[#wanted_groups + 1] = argv[base + 4]
         end
       end
     end
-    local tags = take_tags(c, wanted)
+    local tags = take_tags(c, wanted_prios, wanted_groups)
     request.exhausted = not tags
     if tags then
       local next_tag = 1
@@ -82,7 +93,7 @@ redis.register_function('enqueue_' .. VERSION, function(keys, argv)
   if #records > 0 then redis.call('HSET', q.jobs, unpack(records)) end
   if #scheduled > 0 then redis.call('ZADD', q.scheduled, unpack(scheduled)) end
   if #adds > 0 then redis.call('ZADD', q.pending, unpack(adds)) end
-  settle(c, was_empty)
+  settle(c)
 
   -- The answers: what was created here is 1, what was known its view.
   local out, answered = {}, {}

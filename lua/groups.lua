@@ -1,6 +1,6 @@
 -- groups: pages through the named groups with jobs waiting or processing,
 -- most jobs waiting first; ties by group, descending.
--- KEYS: groups, inflight, weights
+-- KEYS: groups, meta, weights
 -- ARGV[1] page size
 -- ARGV[2] cursor: jobs waiting of the last group of the previous page ('' for the first page)
 -- ARGV[3] cursor: that group
@@ -10,12 +10,12 @@ redis.register_function{
   function_name = 'groups_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local groups, inflight, weights = keys[1], keys[2], keys[3]
+    local groups, meta, weights = keys[1], keys[2], keys[3]
     local out = {}
     for i, entry in ipairs(page_down(groups, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
       local group = entry[1]
       out[i] = {
-        group, tonumber(entry[2]), tonumber(redis.call('HGET', inflight, group) or '0'),
+        group, tonumber(entry[2]), tonumber(redis.call('HGET', meta, 'i:' .. group) or '0'),
         tonumber(redis.call('HGET', weights, group) or '1'),
       }
     end

@@ -13,19 +13,25 @@
 --   dead       zset   id -> dead_at (ms)
 --   jobs       hash   id -> record (below)
 --   leases     hash   id -> "token:worker" while the job is processing
---   floor      string jobs handed out, for the bulk floor
---   settings   hash   paused, max_in_flight, rate_per_second, rate_burst,
---                     group_max_in_flight, max_weight (the largest weight)
---   weights    hash   group -> weight
---   vtime      hash   priority -> virtual time: the tag last handed out
---   tags       hash   "priority:group" -> finish tag of the group's last
---                     job ('' is the group of jobs without one)
---   bucket     hash   tokens, at: the rate limit's bucket
---   groups     zset   group -> its waiting jobs, for every named group with
+--   meta       hash   the queue's small state, read and written at most once
+--                     a call:
+--                     settings: paused, max_in_flight, rate_per_second,
+--                       rate_burst, group_max_in_flight, max_weight (the
+--                       largest weight)
+--                     floor: jobs handed out, for the bulk floor
+--                     tokens, at: the rate limit's bucket
+--                     v:<priority>: the class's virtual time, the tag it
+--                       last handed out
+--                     t:<priority>:<group>: the group's finish tag in the
+--                       class ('' is the group of jobs without one)
+--                     h:<priority>:<group>: the named group's head: its
+--                       job in pending for the class
+--                     b:<priority>: jobs of the class waiting in group sets
+--                     i:<group>: the named group's jobs processing; i: all
+--                       named groups' together
+--   weights    hash   group -> weight (groups weighing 1 are left out)
+--   groups     zset   group -> its jobs waiting, for every named group with
 --                     jobs waiting or processing
---   inflight   hash   group -> its jobs processing
---   heads      hash   "priority:group" -> the group's job in pending
---   backlog    hash   priority -> jobs waiting in group sets
 -- and, for each named group g, `<group prefix>g`, a zset like pending that
 -- holds the group's waiting jobs other than its heads. Group keys are named
 -- from the group inside the functions: they share the queue's hash tag, so
@@ -41,7 +47,7 @@
 -- proportion to their weights, and a group's own jobs keep their order.
 -- step is the largest weight configured (1 when none is): every increment
 -- is at least 1, so a group's tags strictly increase in the score; with
--- one group and no weights the tags are 1, 2, 3...: arrival order.
+-- one group and no weights the tags are 0, 1, 2...: arrival order.
 -- A named group has at most one job per class in pending, its head; the
 -- rest wait in its group set, and the head is refilled when it is claimed.
 -- A group at its cap (group_max_in_flight) has no head: a head met while
@@ -59,13 +65,27 @@
 -- task, the args as sent.
 --
 -- Functions that add to pending may answer SEQUENCE_EXHAUSTED, always
--- before they write anything (see `take_tag`). A Lua error does not undo
+-- before they write anything (see `take_tags`). A Lua error does not undo
 -- the writes before it, so every check comes before the first write.
 
 -- A score's fraction holds 2^44 tag units next to an 8-bit priority: 8 + 44
 -- bits stay exact in a float64.
 local SPAN = 17592186044416
 local HAS_ERROR, HAS_GROUP = 1, 2
+local NONE = {}
+
+-- The names of a class's fields in `meta`, made once per class: a number
+-- turned into text costs a call to sprintf each time.
+local CLASS_FIELDS = {}
+
+local function fields_of(prio)
+  local fields = CLASS_FIELDS[prio]
+  if not fields then
+    fields = {vtime = 'v:' .. prio, tag = 't:' .. prio .. ':', head = 'h:' .. prio .. ':', backlog = 'b:' .. prio}
+    CLASS_FIELDS[prio] = fields
+  end
+  return fields
+end
 
 local function fail(code)
   error({err = code})
@@ -167,8 +187,7 @@ end
 
 -- The group of a record, or nil, without decoding the rest.
 local function group_of(record)
-  local flags = string.byte(record, 1)
-  if flags < HAS_GROUP then return nil end
+  if string.byte(record, 1) < HAS_GROUP then return nil end
   return decode(record).group
 end
 
@@ -178,95 +197,132 @@ local function score(prio, tag)
   return string.format('%.17g', prio + math.floor(tag) / SPAN)
 end
 
--- The tag a score holds.
-local function tag_of_score(score, prio)
-  return math.floor((tonumber(score) - prio) * SPAN + 0.5)
-end
-
 -- The class a score belongs to.
-local function class_of(score)
-  return math.floor(tonumber(score))
+local function class_of(member_score)
+  return math.floor(tonumber(member_score))
 end
 
--- What one call knows of the queue: its settings, and the state it reads
--- and changes (virtual times, finish tags, heads, groups' counts), each
--- read at most once and written back once by `settle`.
-local function context(q)
-  local s = redis.call('HMGET', q.settings, 'paused', 'max_in_flight', 'rate_per_second', 'rate_burst',
-    'group_max_in_flight', 'max_weight')
+-- The class and the tag a score holds.
+local function class_and_tag(member_score)
+  local n = tonumber(member_score)
+  local prio = math.floor(n)
+  return prio, math.floor((n - prio) * SPAN + 0.5)
+end
+
+-- What one call knows of the queue's `meta` hash: the fields it read,
+-- those it changed (false deletes one), written back once by `settle`.
+-- Reads the settings, the bulk floor's count, the named groups' jobs in
+-- flight and the `more` fields in one HMGET.
+local function context(q, more)
+  more = more or NONE
+  local values = redis.call(
+    'HMGET', q.meta, 'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight',
+    'max_weight', 'floor', 'i:', unpack(more)
+  )
+  local meta = {floor = values[7], ['i:'] = values[8]}
+  for i, field in ipairs(more) do
+    meta[field] = values[8 + i]
+  end
   return {
     q = q,
-    paused = s[1] == '1',
-    max_in_flight = tonumber(s[2]),
-    rate = tonumber(s[3]),
-    burst = tonumber(s[4]),
-    group_cap = tonumber(s[5]),
-    step = tonumber(s[6]) or 1,
-    -- Per hash: what was read or written, and which fields to write back.
-    vtime = {}, tags = {}, heads = {}, weights = {}, inflight = {},
-    dirty = {vtime = {}, tags = {}, heads = {}, inflight = {}},
-    -- Changes to counts, written as increments.
-    pending_of = {}, backlog = {},
+    meta = meta,
+    dirty = {},
+    paused = values[1] == '1',
+    max_in_flight = tonumber(values[2]),
+    rate = tonumber(values[3]),
+    burst = tonumber(values[4]),
+    group_cap = tonumber(values[5]),
+    step = tonumber(values[6]) or 1,
+    -- Made when first needed: the weights read, and the changes to each
+    -- named group's jobs waiting.
+    weights = nil,
+    waiting_of = nil,
   }
 end
 
--- Reads `field` of hash `name` through the call's cache, `fallback` when
--- absent.
-local function cached(c, name, field, fallback)
-  local cache = c[name]
-  local value = cache[field]
+-- Reads fields of `meta` the call does not know yet, in one HMGET.
+local function fetch(c, fields)
+  local missing = {}
+  for _, field in ipairs(fields) do
+    if c.meta[field] == nil then missing[#missing + 1] = field end
+  end
+  if #missing == 0 then return end
+  local values = redis.call('HMGET', c.q.meta, unpack(missing))
+  for i, field in ipairs(missing) do
+    c.meta[field] = values[i]
+  end
+end
+
+-- A field of `meta`: its value, or false when absent.
+local function get(c, field)
+  local value = c.meta[field]
   if value == nil then
-    value = redis.call('HGET', c.q[name], field)
-    if value == false then value = fallback end
-    cache[field] = value
+    value = redis.call('HGET', c.q.meta, field)
+    c.meta[field] = value
   end
   return value
 end
 
--- Changes `field` of hash `name` in the cache (false deletes it) and
--- writes it back at `settle`.
-local function store(c, name, field, value)
-  c[name][field] = value
-  c.dirty[name][field] = true
+-- A numeric field of `meta`, 0 when absent; read as a number once.
+local function number(c, field)
+  local value = get(c, field)
+  if type(value) == 'string' then
+    value = tonumber(value)
+    c.meta[field] = value
+  end
+  return value or 0
+end
+
+-- Changes a field of `meta` (false deletes it) at `settle`.
+local function put(c, field, value)
+  c.meta[field] = value
+  c.dirty[field] = true
+end
+
+local function add(c, field, n)
+  local now = number(c, field) + n
+  put(c, field, now ~= 0 and now or false)
+end
+
+-- Notes that pending is about to grow: the first time in a call, reads
+-- whether it is empty, for the wake-up in `settle`.
+local function adding_to_pending(c)
+  if c.was_empty == nil then c.was_empty = redis.call('ZCARD', c.q.pending) == 0 end
 end
 
 local function weight(c, group)
-  return tonumber(cached(c, 'weights', group, '1'))
+  if group == '' or c.step == 1 then return 1 end
+  c.weights = c.weights or {}
+  local value = c.weights[group]
+  if value == nil then
+    value = tonumber(redis.call('HGET', c.q.weights, group) or '1')
+    c.weights[group] = value
+  end
+  return value
 end
 
 local function inflight(c, group)
-  return tonumber(cached(c, 'inflight', group, '0')) or 0
+  return number(c, 'i:' .. group)
 end
 
 local function at_cap(c, group)
   return c.group_cap ~= nil and inflight(c, group) >= c.group_cap
 end
 
-local function head(c, key)
-  return cached(c, 'heads', key, false)
+local function group_key(c, group)
+  return c.q.group_prefix .. group
 end
 
-local function set_head(c, key, id)
-  store(c, 'heads', key, id)
-end
-
--- Counts `n` more (or fewer) jobs of `group` waiting.
+-- Counts `n` more (or fewer) jobs of named group `group` waiting.
 local function count_waiting(c, group, n)
-  c.pending_of[group] = (c.pending_of[group] or 0) + n
+  c.waiting_of = c.waiting_of or {}
+  c.waiting_of[group] = (c.waiting_of[group] or 0) + n
 end
 
 local function count_inflight(c, group, n)
-  local now = inflight(c, group) + n
-  store(c, 'inflight', group, now > 0 and now or false)
-  c.pending_of[group] = c.pending_of[group] or 0
-end
-
-local function count_backlog(c, prio, n)
-  c.backlog[prio] = (c.backlog[prio] or 0) + n
-end
-
-local function group_key(c, group)
-  return c.q.group_prefix .. group
+  add(c, 'i:' .. group, n)
+  add(c, 'i:', n)
+  count_waiting(c, group, 0)
 end
 
 -- Starts the class over when its tags are used up and nothing of it
@@ -274,52 +330,73 @@ end
 -- whether it did.
 local function restart_class(c, prio)
   if redis.call('ZCOUNT', c.q.pending, prio, '(' .. (prio + 1)) > 0 then return false end
-  if tonumber(redis.call('HGET', c.q.backlog, prio) or '0') + (c.backlog[prio] or 0) > 0 then return false end
-  store(c, 'vtime', prio, 0)
-  local class = prio .. ':'
+  local fields = fields_of(prio)
+  if number(c, fields.backlog) > 0 then return false end
+  put(c, fields.vtime, false)
+  local class = fields.tag
   local cursor = '0'
   repeat
-    local page = redis.call('HSCAN', c.q.tags, cursor, 'MATCH', class .. '*', 'COUNT', 100)
+    local page = redis.call('HSCAN', c.q.meta, cursor, 'MATCH', class .. '*', 'COUNT', 100)
     cursor = page[1]
     for i = 1, #page[2], 2 do
-      store(c, 'tags', page[2][i], false)
+      put(c, page[2][i], false)
     end
   until cursor == '0'
-  for key in pairs(c.tags) do
-    if string.sub(key, 1, #class) == class then store(c, 'tags', key, false) end
+  for field in pairs(c.meta) do
+    if string.sub(field, 1, #class) == class then put(c, field, false) end
   end
   return true
 end
 
--- Tags for jobs entering pending, taken together: `jobs` is a list of
--- {prio, group ('' for none)}. Answers their tags, or nil when a class's
--- tag space is used up (then nothing is taken).
-local function take_tags(c, jobs, restarted)
-  restarted = restarted or {}
+-- Tags for jobs entering pending, taken together: job i is of class
+-- prios[i] and group groups[i] ('' for none). Answers their tags, or nil
+-- when a class's tag space is used up (then nothing is taken).
+local function take_tags(c, prios, groups, restarted)
   local taken, tags = {}, {}
-  for i, job in ipairs(jobs) do
-    local prio, group = job[1], job[2]
-    local key = prio .. ':' .. group
-    local finish = taken[key] or tonumber(cached(c, 'tags', key, '0')) or 0
-    local tag = math.max(tonumber(cached(c, 'vtime', prio, '0')) or 0, finish)
-    local next_finish = tag + c.step / weight(c, group)
-    if next_finish >= SPAN then
+  for i = 1, #prios do
+    local prio, group = prios[i], groups[i]
+    local fields = fields_of(prio)
+    local field = fields.tag .. group
+    local tag = taken[field]
+    if tag == nil then tag = math.max(number(c, fields.vtime), number(c, field)) end
+    local finish = tag + c.step / weight(c, group)
+    if finish >= SPAN then
+      restarted = restarted or {}
       if restarted[prio] or not restart_class(c, prio) then return nil end
       restarted[prio] = true
-      return take_tags(c, jobs, restarted)
+      return take_tags(c, prios, groups, restarted)
     end
-    taken[key] = next_finish
+    taken[field] = finish
     tags[i] = tag
   end
-  for key, finish in pairs(taken) do
-    store(c, 'tags', key, finish)
+  for field, finish in pairs(taken) do
+    put(c, field, finish)
   end
   return tags
 end
 
--- A job with tag `tag` of class `prio` was handed out.
+-- The fields `take_tags` reads, to read them at once.
+local function tag_fields(prios, groups)
+  local out, seen = {}, {}
+  for i = 1, #prios do
+    local fields = fields_of(prios[i])
+    local tag = fields.tag .. groups[i]
+    if not seen[tag] then
+      seen[tag] = true
+      out[#out + 1] = tag
+    end
+    if not seen[fields.vtime] then
+      seen[fields.vtime] = true
+      out[#out + 1] = fields.vtime
+    end
+  end
+  return out
+end
+
+-- Jobs with tag `tag` (the highest) of class `prio` were handed out.
 local function advance(c, prio, tag)
-  if tag > (tonumber(cached(c, 'vtime', prio, '0')) or 0) then store(c, 'vtime', prio, tag) end
+  local field = fields_of(prio).vtime
+  if tag > number(c, field) then put(c, field, tag) end
 end
 
 -- Puts a job with a tag where it waits: straight into pending when it has
@@ -328,36 +405,37 @@ end
 -- Collects pending's adds in `adds` (score, id pairs) for one ZADD.
 local function place(c, adds, id, prio, group, tag)
   local member_score = score(prio, tag)
-  if not group then
-    adds[#adds + 1] = member_score
-    adds[#adds + 1] = id
-    return
+  if group then
+    count_waiting(c, group, 1)
+    local fields = fields_of(prio)
+    local head = fields.head .. group
+    if get(c, head) or at_cap(c, group) then
+      redis.call('ZADD', group_key(c, group), member_score, id)
+      add(c, fields.backlog, 1)
+      return
+    end
+    put(c, head, id)
   end
-  count_waiting(c, group, 1)
-  local key = prio .. ':' .. group
-  if not head(c, key) and not at_cap(c, group) then
-    set_head(c, key, id)
-    adds[#adds + 1] = member_score
-    adds[#adds + 1] = id
-  else
-    redis.call('ZADD', group_key(c, group), member_score, id)
-    count_backlog(c, prio, 1)
-  end
+  adding_to_pending(c)
+  adds[#adds + 1] = member_score
+  adds[#adds + 1] = id
 end
 
 -- The next job of `group` in class `prio` becomes its head, if the group
 -- has one waiting and is below its cap. Answers whether one did.
 local function refill_head(c, group, prio)
-  local key = prio .. ':' .. group
-  set_head(c, key, false)
+  local fields = fields_of(prio)
+  local head = fields.head .. group
+  put(c, head, false)
   if at_cap(c, group) then return false end
   local gkey = group_key(c, group)
   local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   if #next == 0 then return false end
   redis.call('ZREM', gkey, next[1])
+  adding_to_pending(c)
   redis.call('ZADD', c.q.pending, next[2], next[1])
-  set_head(c, key, next[1])
-  count_backlog(c, prio, -1)
+  put(c, head, next[1])
+  add(c, fields.backlog, -1)
   return true
 end
 
@@ -370,7 +448,7 @@ local function restore_heads(c, group)
     local first = redis.call('ZRANGE', gkey, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     if #first == 0 then return end
     local prio = class_of(first[2])
-    if not head(c, prio .. ':' .. group) then refill_head(c, group, prio) end
+    if not get(c, fields_of(prio).head .. group) then refill_head(c, group, prio) end
     from = prio + 1
   end
 end
@@ -378,8 +456,9 @@ end
 -- A head met while its group is at the cap goes back to the group set.
 local function withhold(c, id, prio, group, member_score)
   redis.call('ZADD', group_key(c, group), member_score, id)
-  set_head(c, prio .. ':' .. group, false)
-  count_backlog(c, prio, 1)
+  local fields = fields_of(prio)
+  put(c, fields.head .. group, false)
+  add(c, fields.backlog, 1)
 end
 
 -- A job of `group` left processing (acked, given back, taken back).
@@ -390,31 +469,33 @@ local function leave_processing(c, group)
   if was_capped then restore_heads(c, group) end
 end
 
--- Writes back what the call changed, and wakes the long polls of every
--- instance when pending went from empty to not empty (`was_empty`, read
--- before the call changed it): a claim waits only while nothing is
+-- A number as `meta` keeps it: whole ones as integers (a quicker
+-- conversion), tags with a fraction exactly.
+local function number_text(n)
+  if n == math.floor(n) then return string.format('%d', n) end
+  return string.format('%.17g', n)
+end
+
+-- Writes back what the call changed, keeps each named group's count of
+-- jobs waiting, and wakes the long polls of every instance when pending
+-- went from empty to not empty: a claim waits only while nothing is
 -- claimable for it, so that edge, a resume and a freed slot are the only
 -- ones that need a message.
-local function settle(c, was_empty)
+local function settle(c)
   local q = c.q
-  for name, fields in pairs(c.dirty) do
-    local sets, gone = {}, {}
-    for field in pairs(fields) do
-      local value = c[name][field]
-      if value == false then
-        gone[#gone + 1] = field
-      else
-        sets[#sets + 1] = field
-        sets[#sets + 1] = type(value) == 'number' and string.format('%.17g', value) or value
-      end
+  local sets, gone = {}, {}
+  for field in pairs(c.dirty) do
+    local value = c.meta[field]
+    if value == false then
+      gone[#gone + 1] = field
+    else
+      sets[#sets + 1] = field
+      sets[#sets + 1] = type(value) == 'number' and number_text(value) or value
     end
-    if #sets > 0 then redis.call('HSET', q[name], unpack(sets)) end
-    if #gone > 0 then redis.call('HDEL', q[name], unpack(gone)) end
   end
-  for prio, n in pairs(c.backlog) do
-    if n ~= 0 then redis.call('HINCRBY', q.backlog, prio, n) end
-  end
-  for group, n in pairs(c.pending_of) do
+  if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
+  if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
+  for group, n in pairs(c.waiting_of or NONE) do
     local waiting
     if n ~= 0 then
       waiting = tonumber(redis.call('ZINCRBY', q.groups, n, group))
@@ -423,11 +504,11 @@ local function settle(c, was_empty)
     end
     if waiting <= 0 and inflight(c, group) <= 0 then
       redis.call('ZREM', q.groups, group)
-    elseif redis.call('ZSCORE', q.groups, group) == false then
-      redis.call('ZADD', q.groups, 0, group)
+    elseif n == 0 and waiting == 0 then
+      redis.call('ZADD', q.groups, 'NX', 0, group)
     end
   end
-  if was_empty and redis.call('ZCARD', q.pending) > 0 then
+  if c.was_empty and redis.call('ZCARD', q.pending) > 0 then
     redis.call('PUBLISH', q.wake, '')
   end
 end
@@ -437,11 +518,12 @@ end
 -- nothing, when a class's tags are used up.
 local function make_pending(c, moves)
   if #moves == 0 then return true end
-  local wanted = {}
+  local prios, groups = {}, {}
   for i, move in ipairs(moves) do
-    wanted[i] = {move[2].prio, move[2].group or ''}
+    prios[i], groups[i] = move[2].prio, move[2].group or ''
   end
-  local tags = take_tags(c, wanted)
+  fetch(c, tag_fields(prios, groups))
+  local tags = take_tags(c, prios, groups)
   if not tags then return false end
   local records, adds = {}, {}
   for i, move in ipairs(moves) do
@@ -493,16 +575,16 @@ local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
   local state, at = 'pending', false
-  local score = redis.call('ZSCORE', q.processing, id)
-  if score then
-    state, at = 'processing', score
+  local member_score = redis.call('ZSCORE', q.processing, id)
+  if member_score then
+    state, at = 'processing', member_score
   else
-    score = redis.call('ZSCORE', q.scheduled, id)
-    if score then
-      state, at = 'scheduled', score
+    member_score = redis.call('ZSCORE', q.scheduled, id)
+    if member_score then
+      state, at = 'scheduled', member_score
     else
-      score = redis.call('ZSCORE', q.dead, id)
-      if score then state, at = 'dead', score end
+      member_score = redis.call('ZSCORE', q.dead, id)
+      if member_score then state, at = 'dead', member_score end
     end
   end
   return {id, record, state, at, redis.call('HGET', q.leases, id)}
@@ -525,8 +607,8 @@ local function current_lease(q, id, token)
   return lease
 end
 
--- Whether the queue's jobs in flight just dropped below max_in_flight:
--- then claims waiting for a slot are told.
+-- Wakes the claims waiting for a slot when the queue's jobs in flight
+-- just dropped below max_in_flight (`before` of them were in flight).
 local function wake_if_slot_freed(c, before)
   if c.max_in_flight and before >= c.max_in_flight and redis.call('ZCARD', c.q.processing) < c.max_in_flight then
     redis.call('PUBLISH', c.q.wake, '')
@@ -534,13 +616,13 @@ local function wake_if_slot_freed(c, before)
 end
 
 -- Acknowledges jobs: each one whose token is its current lease is deleted.
--- `pairs` is a flat list of id, token. Answers one status per pair, in
--- order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
-local function ack_all(c, pairs)
+-- The pairs are argv[first], argv[first + 1], ... (id, token). Answers one
+-- status per pair, in order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
+local function ack_all(c, argv, first, last)
   local q = c.q
   local ids = {}
-  for i = 1, #pairs, 2 do
-    ids[#ids + 1] = pairs[i]
+  for i = first, last, 2 do
+    ids[#ids + 1] = argv[i]
   end
   if #ids == 0 then return {} end
   local leases = redis.call('HMGET', q.leases, unpack(ids))
@@ -550,7 +632,7 @@ local function ack_all(c, pairs)
     if done[id] then
       -- Acked earlier in this call: gone by now.
       statuses[i] = 'NOT_FOUND'
-    elseif lease and token_of(lease) == pairs[2 * i] then
+    elseif lease and token_of(lease) == argv[first + 2 * i - 1] then
       statuses[i] = 'OK'
       done[id] = true
       gone[#gone + 1] = id
@@ -562,8 +644,9 @@ local function ack_all(c, pairs)
   end
   if #gone > 0 then
     local in_flight = c.max_in_flight and redis.call('ZCARD', q.processing)
-    -- Groups count jobs in flight; a queue without any has none to read.
-    if redis.call('HLEN', q.inflight) > 0 then
+    -- Only named groups count their jobs in flight; none in flight, none
+    -- to read.
+    if number(c, 'i:') > 0 then
       for _, record in ipairs(redis.call('HMGET', q.jobs, unpack(gone))) do
         leave_processing(c, record and group_of(record))
       end
@@ -633,6 +716,19 @@ local function page_down(key, limit, after_score, after_member)
       if not seen and #out < limit then out[#out + 1] = {member, member_score} end
     end
     offset = offset + #chunk / 2
+  end
+  return out
+end
+
+-- The settings in `meta`, as field, value pairs of those set.
+local function settings_of(meta)
+  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight'}
+  local out = {}
+  for i, value in ipairs(redis.call('HMGET', meta, unpack(fields))) do
+    if value then
+      out[#out + 1] = fields[i]
+      out[#out + 1] = value
+    end
   end
   return out
 end

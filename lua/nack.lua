@@ -2,8 +2,8 @@
 -- behind the jobs already waiting in its class (of its group), to
 -- scheduled after a delay, or to the DLQ when asked or when its attempts
 -- are used up.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, settings,
---   weights, vtime, tags, groups, inflight, heads, backlog
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   lease token, ARGV[5] delay_ms, ARGV[6] '1' to dead-letter, ARGV[7] new
 --   priority ('' keeps it), ARGV[8] '1' when ARGV[9] is an error text,
@@ -12,20 +12,18 @@
 -- Errors: NOT_FOUND, LEASE_LOST, SEQUENCE_EXHAUSTED
 redis.register_function('nack_' .. VERSION, function(keys, argv)
   local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
-    jobs = keys[5], leases = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9],
-    tags = keys[10], groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14],
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
     wake = argv[1], group_prefix = argv[2],
   }
   local id = argv[3]
   local lease, problem = current_lease(q, id, argv[4])
   if not lease then fail(problem) end
   local c = context(q)
-  local was_empty = redis.call('ZCARD', q.pending) == 0
   local error = argv[8] == '1' and argv[9] or nil
   if not end_lease(c, id, now_ms(), tonumber(argv[5]), argv[6] == '1', tonumber(argv[7]), error) then
     fail('SEQUENCE_EXHAUSTED')
   end
-  settle(c, was_empty)
+  settle(c)
   return view(q, id)
 end)

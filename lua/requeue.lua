@@ -1,29 +1,26 @@
 -- requeue: returns a dead job to pending with its attempts reset, at the
 -- tail of its class (or of another class) for its group; it keeps its
 -- last error.
--- KEYS: pending, dead, jobs, settings, weights, vtime, tags, groups,
---   inflight, heads, backlog
+-- KEYS: pending, dead, jobs, meta, weights, groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] new
 --   priority ('' keeps it)
 -- Returns: {id, record, 'pending', false, false}
 -- Errors: NOT_FOUND; CONFLICT when the job is not dead; SEQUENCE_EXHAUSTED
 redis.register_function('requeue_' .. VERSION, function(keys, argv)
   local q = {
-    pending = keys[1], dead = keys[2], jobs = keys[3], settings = keys[4], weights = keys[5],
-    vtime = keys[6], tags = keys[7], groups = keys[8], inflight = keys[9], heads = keys[10],
-    backlog = keys[11], wake = argv[1], group_prefix = argv[2],
+    pending = keys[1], dead = keys[2], jobs = keys[3], meta = keys[4], weights = keys[5],
+    groups = keys[6], wake = argv[1], group_prefix = argv[2],
   }
   local id = argv[3]
   local record = redis.call('HGET', q.jobs, id)
   if not record then fail('NOT_FOUND') end
   if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
   local c = context(q)
-  local was_empty = redis.call('ZCARD', q.pending) == 0
   local job = decode(record)
   job.attempts = 0
   job.prio = tonumber(argv[4]) or job.prio
   if not make_pending(c, {{id, job, now_ms()}}) then fail('SEQUENCE_EXHAUSTED') end
   redis.call('ZREM', q.dead, id)
-  settle(c, was_empty)
+  settle(c)
   return {id, redis.call('HGET', q.jobs, id), 'pending', false, false}
 end)

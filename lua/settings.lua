@@ -1,10 +1,10 @@
 -- settings: reads a queue's settings.
--- KEYS: settings, weights
+-- KEYS: meta, weights
 -- Returns: {settings as field, value pairs, weights as group, weight pairs}
 redis.register_function{
   function_name = 'settings_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys)
-    return {redis.call('HGETALL', keys[1]), redis.call('HGETALL', keys[2])}
+    return {settings_of(keys[1]), redis.call('HGETALL', keys[2])}
   end,
 }

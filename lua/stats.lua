@@ -1,7 +1,7 @@
 -- stats: counts a queue's jobs by state, and per priority class the jobs
 -- waiting and the age of the class's next job in line. Costs
 -- O(classes * log N), not O(N).
--- KEYS: pending, scheduled, processing, dead, jobs, settings, groups, backlog
+-- KEYS: pending, scheduled, processing, dead, jobs, meta, groups
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused}
 redis.register_function{
@@ -9,15 +9,18 @@ redis.register_function{
   flags = {'no-writes'},
   callback = function(keys)
     local pending, scheduled, processing, dead, jobs = keys[1], keys[2], keys[3], keys[4], keys[5]
-    local settings, groups, backlog = keys[6], keys[7], keys[8]
+    local meta, groups = keys[6], keys[7]
     local now = now_ms()
     -- Jobs in group sets, by class: waiting too, though not in pending.
+    local fields = {}
+    for class = 0, 255 do
+      fields[class + 1] = 'b:' .. class
+    end
     local behind, total = {}, redis.call('ZCARD', pending)
-    local counted = redis.call('HGETALL', backlog)
-    for i = 1, #counted, 2 do
-      local n = tonumber(counted[i + 1])
-      if n > 0 then
-        behind[tonumber(counted[i])] = n
+    for i, n in ipairs(redis.call('HMGET', meta, unpack(fields))) do
+      n = tonumber(n)
+      if n and n > 0 then
+        behind[i - 1] = n
         total = total + n
       end
     end
@@ -48,7 +51,7 @@ redis.register_function{
       redis.call('ZCARD', dead),
       classes,
       redis.call('ZCARD', groups),
-      redis.call('HGET', settings, 'paused') == '1' and 1 or 0,
+      redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
     }
   end,
 }

@@ -7,22 +7,20 @@
 -- group's next job no differently), and a group below its cap gets back
 -- the heads it lacks (after the cap was raised). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, settings,
---   weights, vtime, tags, groups, inflight, heads, backlog
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over)
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted,
 --   next tags cursor, next groups cursor}
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4],
-    jobs = keys[5], leases = keys[6], settings = keys[7], weights = keys[8], vtime = keys[9],
-    tags = keys[10], groups = keys[11], inflight = keys[12], heads = keys[13], backlog = keys[14],
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
     wake = argv[1], group_prefix = argv[2],
   }
   local c = context(q)
   local now, batch = now_ms(), tonumber(argv[3])
-  local was_empty = redis.call('ZCARD', q.pending) == 0
   local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
   local taken, buried = 0, 0
   for _, id in ipairs(expired) do
@@ -32,18 +30,18 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
   end
   local promoted = promote_due(c, now, batch)
 
-  local tags = redis.call('HSCAN', q.tags, argv[4], 'COUNT', batch)
+  local tags = redis.call('HSCAN', q.meta, argv[4], 'MATCH', 't:*', 'COUNT', batch)
   for i = 1, #tags[2], 2 do
-    local key = tags[2][i]
-    local prio = tonumber(string.match(key, '^(%d+):'))
-    if c.dirty.tags[key] == nil and tonumber(tags[2][i + 1]) <= (tonumber(cached(c, 'vtime', prio, '0')) or 0) then
-      store(c, 'tags', key, false)
+    local field = tags[2][i]
+    local prio = tonumber(string.match(field, '^t:(%d+):'))
+    if c.dirty[field] == nil and tonumber(tags[2][i + 1]) <= number(c, fields_of(prio).vtime) then
+      put(c, field, false)
     end
   end
   local groups = redis.call('ZSCAN', q.groups, argv[5], 'COUNT', batch)
   for i = 1, #groups[2], 2 do
     restore_heads(c, groups[2][i])
   end
-  settle(c, was_empty)
+  settle(c)
   return {taken, buried, promoted, tags[1], groups[1]}
 end)

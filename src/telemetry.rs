@@ -141,7 +141,8 @@ pub struct QueueFigures {
 
 /// The exposition text: the recorded metrics, then the queue gauges.
 pub fn render_metrics(figures: &[QueueFigures]) -> String {
-    let queues: Vec<(&String, &QueueStats)> = figures.iter().map(|f| (&f.queue, &f.stats)).collect();
+    let queues: Vec<(&String, &QueueStats)> =
+        figures.iter().map(|f| (&f.queue, &f.stats)).collect();
     for (queue, _) in &queues {
         for name in QUEUE_COUNTERS {
             metrics::counter!(name, "queue" => (*queue).clone()).increment(0);

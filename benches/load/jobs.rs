@@ -32,6 +32,7 @@ pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
         enqueued_at_ms: now_ms,
         ready_at_ms: now_ms,
         last_error: None,
+        group: None,
         task: TASK,
         args,
     }

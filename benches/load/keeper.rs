@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
-use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::keys::{self, Key, QueueKeys};
 use prioq::queue::record;
 
 use crate::jobs::{PRIORITY, args_json, stored_record};
@@ -126,23 +126,25 @@ impl Keeper {
         Ok(false)
     }
 
-    /// Adds `n` pending jobs the cheap way, in two round trips: INCRBY for
-    /// their arrival numbers, then one HSET and one ZADD per thousand jobs,
-    /// writing exactly what the enqueue function writes (the record by the
-    /// crate's encoder; the score as `score` in lua/library.lua makes it).
+    /// Adds `n` pending jobs the cheap way, in two round trips: HINCRBY of
+    /// the finish tag of the class's jobs without a group for their arrival
+    /// tags, then one HSET and one ZADD per thousand jobs, writing exactly
+    /// what the enqueue function writes (the record and the score by the
+    /// crate's own).
     async fn refill(&mut self, n: u64) -> Result<()> {
-        // 2^44 arrivals fit in the score's fraction next to the priority.
-        const SEQ_SPAN: f64 = 17_592_186_044_416.0;
-        let (last, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
-            .cmd("INCRBY")
-            .arg(self.keys.key(Key::Seq))
+        let (finish, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
+            .cmd("HINCRBY")
+            .arg(self.keys.key(Key::Meta))
+            .arg(keys::tag_field(PRIORITY, ""))
             .arg(n)
             .cmd("TIME")
             .query_async(&mut self.con)
             .await?;
         let record = stored_record(&self.args, (secs * 1000 + micros / 1000) as i64);
         let mut pipe = redis::pipe();
-        let mut seq = last + 1 - n;
+        // The tags taken are the finish tag's values before the increment.
+        let last = finish - 1;
+        let mut seq = finish - n;
         let mut chunks = 0;
         while seq <= last {
             let end = (seq + CHUNK - 1).min(last);
@@ -153,16 +155,14 @@ impl Keeper {
             for arrival in seq..=end {
                 let id = record::new_id();
                 hset.arg(&id).arg(&record);
-                // Exact in a float64, like the function's score.
-                zadd.arg(f64::from(PRIORITY) + arrival as f64 / SEQ_SPAN)
-                    .arg(id);
+                zadd.arg(record::score(PRIORITY, arrival)).arg(id);
             }
             pipe.add_command(hset).add_command(zadd);
             chunks += 1;
             seq = end + 1;
         }
         pipe.query_async::<Vec<Value>>(&mut self.con).await?;
-        self.calls.add("incrby", 1);
+        self.calls.add("hincrby", 1);
         self.calls.add("time", 1);
         self.calls.add("hset", chunks);
         self.calls.add("zadd", chunks);

@@ -92,6 +92,7 @@ fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[
             .arg(PRIORITY)
             .arg(0)
             .arg(MAX_ATTEMPTS)
+            .arg("")
             .arg(body);
     }
     pipe.add_command(cmd);

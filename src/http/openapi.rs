@@ -153,7 +153,12 @@ impl Modify for SharedAnswers {
             if !path.starts_with("/v1/") {
                 continue;
             }
-            let operations = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.patch,
+                &mut item.delete,
+            ];
             for operation in operations.into_iter().flatten() {
                 operation.security = Some(vec![SecurityRequirement::new(
                     "bearer",

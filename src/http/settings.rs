@@ -58,9 +58,9 @@ impl From<Settings> for SettingsView {
         Self {
             paused: settings.paused,
             max_in_flight: settings.max_in_flight,
-            rate_limit: settings.rate_limit.map(|RateLimit { per_second, burst }| {
-                RateLimitView { per_second, burst }
-            }),
+            rate_limit: settings
+                .rate_limit
+                .map(|RateLimit { per_second, burst }| RateLimitView { per_second, burst }),
             group_weights: settings.group_weights,
             group_max_in_flight: settings.group_max_in_flight,
         }
@@ -161,8 +161,12 @@ impl SettingsPatch {
                     ));
                 }
                 change.rate_per_second = rate.per_second;
-                change.rate_burst =
-                    check_range("rate_limit.burst", rate.burst, &BURST, "must be 1 to 1000000")?;
+                change.rate_burst = check_range(
+                    "rate_limit.burst",
+                    rate.burst,
+                    &BURST,
+                    "must be 1 to 1000000",
+                )?;
             }
         }
         match self.group_weights {
@@ -230,19 +234,22 @@ pub async fn change_settings(
     JsonBody(patch): JsonBody<SettingsPatch>,
 ) -> Result<axum::Json<SettingsView>> {
     let change = patch.into_change()?;
-    let settings = state
-        .broker
-        .configure(path.queue.as_str(), &change)
-        .await?;
+    let settings = state.broker.configure(path.queue.as_str(), &change).await?;
     Ok(axum::Json(settings.into()))
 }
 
-async fn set_paused(state: &AppState, queue: &str, paused: bool) -> Result<axum::Json<SettingsView>> {
+async fn set_paused(
+    state: &AppState,
+    queue: &str,
+    paused: bool,
+) -> Result<axum::Json<SettingsView>> {
     let change = SettingsChange {
         paused: Some(paused),
         ..SettingsChange::default()
     };
-    Ok(axum::Json(state.broker.configure(queue, &change).await?.into()))
+    Ok(axum::Json(
+        state.broker.configure(queue, &change).await?.into(),
+    ))
 }
 
 /// Pause a queue.

@@ -14,36 +14,22 @@ pub enum Key {
     Dead,
     Jobs,
     Leases,
-    Floor,
-    Settings,
+    Meta,
     Weights,
-    Vtime,
-    Tags,
-    Bucket,
     Groups,
-    Inflight,
-    Heads,
-    Backlog,
 }
 
 impl Key {
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 9] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
         Self::Dead,
         Self::Jobs,
         Self::Leases,
-        Self::Floor,
-        Self::Settings,
+        Self::Meta,
         Self::Weights,
-        Self::Vtime,
-        Self::Tags,
-        Self::Bucket,
         Self::Groups,
-        Self::Inflight,
-        Self::Heads,
-        Self::Backlog,
     ];
 
     /// The key's name after the queue's hash tag, as `lua/` headers list it.
@@ -55,24 +41,23 @@ impl Key {
             Self::Dead => "dead",
             Self::Jobs => "jobs",
             Self::Leases => "leases",
-            Self::Floor => "floor",
-            Self::Settings => "settings",
+            Self::Meta => "meta",
             Self::Weights => "weights",
-            Self::Vtime => "vtime",
-            Self::Tags => "tags",
-            Self::Bucket => "bucket",
             Self::Groups => "groups",
-            Self::Inflight => "inflight",
-            Self::Heads => "heads",
-            Self::Backlog => "backlog",
         }
     }
+}
+
+/// A field of a queue's `meta` hash that holds the finish tag of a
+/// group's jobs in a priority class (`""` for jobs without a group).
+pub fn tag_field(priority: u8, group: &str) -> String {
+    format!("t:{priority}:{group}")
 }
 
 /// The key names of one queue, built once.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
-    keys: [String; 16],
+    keys: [String; 9],
     wake: String,
     group_prefix: String,
 }
@@ -137,7 +122,7 @@ mod tests {
         assert!(Key::ALL.iter().all(|k| keys.key(*k).contains("{emails}")));
         assert!(keys.wake_channel().contains("{emails}"));
         assert!(!registry("prioq").contains('{'));
-        assert_eq!(keys.key(Key::Floor), "prioq:{emails}:floor");
+        assert_eq!(keys.key(Key::Meta), "prioq:{emails}:meta");
         assert_eq!(keys.group("tenant:7"), "prioq:{emails}:group:tenant:7");
     }
 

@@ -99,33 +99,21 @@ impl Function {
         use Key::*;
         match self {
             Self::Enqueue | Self::Nack | Self::Sweep => &[
-                Pending, Scheduled, Processing, Dead, Jobs, Leases, Settings, Weights, Vtime, Tags,
-                Groups, Inflight, Heads, Backlog,
+                Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups,
             ],
             Self::Claim => &[
-                Pending, Scheduled, Processing, Jobs, Leases, Floor, Settings, Weights, Vtime, Tags,
-                Groups, Inflight, Heads, Backlog, Bucket,
+                Pending, Scheduled, Processing, Jobs, Leases, Meta, Weights, Groups,
             ],
-            Self::Ack => &[
-                Pending, Processing, Jobs, Leases, Settings, Groups, Inflight, Heads, Backlog,
-            ],
+            Self::Ack => &[Pending, Processing, Jobs, Leases, Meta, Groups],
             Self::Extend => &[Processing, Jobs, Leases],
             Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases],
-            Self::Delete => &[
-                Pending, Scheduled, Processing, Dead, Jobs, Settings, Groups, Inflight, Heads,
-                Backlog,
-            ],
-            Self::Requeue => &[
-                Pending, Dead, Jobs, Settings, Weights, Vtime, Tags, Groups, Inflight, Heads,
-                Backlog,
-            ],
+            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups],
+            Self::Requeue => &[Pending, Dead, Jobs, Meta, Weights, Groups],
             Self::DeadJobs => &[Dead, Jobs],
-            Self::Stats => &[
-                Pending, Scheduled, Processing, Dead, Jobs, Settings, Groups, Backlog,
-            ],
+            Self::Stats => &[Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups],
             Self::Ready => &[],
-            Self::Groups => &[Groups, Inflight, Weights],
-            Self::Settings | Self::Configure => &[Settings, Weights],
+            Self::Groups => &[Groups, Meta, Weights],
+            Self::Settings | Self::Configure => &[Meta, Weights],
         }
     }
 
@@ -143,12 +131,9 @@ impl Function {
     /// them.
     fn leading_args(self) -> (bool, bool) {
         match self {
-            Self::Enqueue
-            | Self::Claim
-            | Self::Ack
-            | Self::Nack
-            | Self::Sweep
-            | Self::Requeue => (true, true),
+            Self::Enqueue | Self::Claim | Self::Ack | Self::Nack | Self::Sweep | Self::Requeue => {
+                (true, true)
+            }
             Self::Delete => (false, true),
             Self::Configure => (true, false),
             Self::Extend

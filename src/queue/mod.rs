@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
-pub use batches::{Claimed, Held};
 use batches::{AckBatch, ClaimBatch, ClaimEntry, EnqueueBatch, OutgoingJob};
+pub use batches::{Claimed, Held};
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
 use lane::{Lane, LaneMetrics};

@@ -71,8 +71,7 @@ impl<'a> Record<'a> {
     /// The whole record, as the functions write it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.task.len() + self.args.len());
-        let flags =
-            self.last_error.map_or(0, |_| HAS_ERROR) | self.group.map_or(0, |_| HAS_GROUP);
+        let flags = self.last_error.map_or(0, |_| HAS_ERROR) | self.group.map_or(0, |_| HAS_GROUP);
         for n in [
             flags,
             u64::from(self.priority),
@@ -92,6 +91,16 @@ impl<'a> Record<'a> {
         out.extend_from_slice(&body(self.task, self.args));
         out
     }
+}
+
+/// Tag units in a score's fraction: 2^44, so that an 8-bit priority and a
+/// 44-bit tag stay exact in a float64.
+pub const TAG_SPAN: u64 = 1 << 44;
+
+/// The score of a job of class `priority` with arrival tag `tag` in a
+/// queue's `pending` set, as `score` in `lua/library.lua` makes it.
+pub fn score(priority: u8, tag: u64) -> f64 {
+    f64::from(priority) + tag as f64 / TAG_SPAN as f64
 }
 
 /// The part of a record prioq writes at enqueue, after the header the

@@ -27,7 +27,8 @@ pub(crate) async fn enqueue_many(
     for start in (0..count).step_by(1000) {
         let jobs: Vec<Value> = (start..count.min(start + 1000))
             .map(|n| {
-                let mut job = json!({"task": "t", "id": format!("{prefix}{n}"), "priority": priority});
+                let mut job =
+                    json!({"task": "t", "id": format!("{prefix}{n}"), "priority": priority});
                 if let Some(group) = group {
                     job["group"] = json!(group);
                 }
@@ -79,7 +80,11 @@ pub(crate) async fn check_fair_share(config: Config) {
     enqueue_many(&app, "q", Some("small"), 3, "small-", 10).await;
     let ids = claim_ids(&app, "q", 20).await;
     let small: Vec<&String> = ids.iter().filter(|id| id.starts_with("small-")).collect();
-    assert_eq!(small.len(), 10, "the small group's jobs within the first 20: {ids:?}");
+    assert_eq!(
+        small.len(),
+        10,
+        "the small group's jobs within the first 20: {ids:?}"
+    );
     // FIFO inside each group.
     let expected: Vec<String> = (0..10).map(|n| format!("small-{n}")).collect();
     assert_eq!(small, expected.iter().collect::<Vec<_>>());
@@ -94,7 +99,11 @@ async fn jobs_without_a_group_share_with_groups_as_one_group() {
     enqueue_many(&app, "q", None, 1, "plain-", 1000).await;
     enqueue_many(&app, "q", Some("g"), 1, "g-", 5).await;
     let ids = claim_ids(&app, "q", 10).await;
-    assert_eq!(ids.iter().filter(|id| id.starts_with("g-")).count(), 5, "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|id| id.starts_with("g-")).count(),
+        5,
+        "{ids:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +118,10 @@ pub(crate) async fn check_weights(config: Config) {
     enqueue_many(&app, "q", Some("light"), 1, "l-", 400).await;
     let ids = claim_ids(&app, "q", 200).await;
     let heavy = ids.iter().filter(|id| id.starts_with("h-")).count();
-    assert!((148..=152).contains(&heavy), "3:1 over 200 claims, got {heavy} heavy");
+    assert!(
+        (148..=152).contains(&heavy),
+        "3:1 over 200 claims, got {heavy} heavy"
+    );
     // The light group is not starved either way.
     let light = ids.len() - heavy;
     assert!((48..=52).contains(&light), "{light} light");
@@ -126,8 +138,11 @@ async fn priority_comes_before_fairness_and_one_group_keeps_exact_fifo() {
     for n in 0..30 {
         let priority = [5u8, 2, 9][n % 3];
         let id = format!("a-{n}");
-        app.enqueue("q", json!({"task": "t", "id": id, "priority": priority, "group": "a"}))
-            .await;
+        app.enqueue(
+            "q",
+            json!({"task": "t", "id": id, "priority": priority, "group": "a"}),
+        )
+        .await;
         expected_by_class.entry(priority).or_default().push(id);
     }
     enqueue_many(&app, "q", Some("b"), 0, "urgent-", 5).await;
@@ -187,7 +202,9 @@ pub(crate) async fn check_group_cap(config: Config) {
     }
     let mut by_group: BTreeMap<String, usize> = BTreeMap::new();
     for job in &held {
-        *by_group.entry(job["group"].as_str().expect("group").to_owned()).or_default() += 1;
+        *by_group
+            .entry(job["group"].as_str().expect("group").to_owned())
+            .or_default() += 1;
     }
     assert_eq!(
         by_group,
@@ -205,7 +222,10 @@ pub(crate) async fn check_group_cap(config: Config) {
     );
     // A slot freed on one instance is taken on the other, by the capped
     // group's next job.
-    let busy = held.iter().find(|job| job["group"] == "busy").expect("a busy job");
+    let busy = held
+        .iter()
+        .find(|job| job["group"] == "busy")
+        .expect("a busy job");
     assert_eq!(a.ack("q", busy).await.status, StatusCode::NO_CONTENT);
     let next = b.claim("q", json!({"max_jobs": 5})).await;
     assert_eq!(next.len(), 1, "{next:?}");
@@ -221,12 +241,16 @@ async fn raising_a_group_cap_lets_its_jobs_out_again() {
     configure(&app, "q", json!({"group_max_in_flight": null})).await;
     // The sweeper gives the group its head back.
     let ids = std::sync::Mutex::new(Vec::new());
-    until(Duration::from_secs(5), "the group's jobs come out", || async {
-        let got = claim_ids(&app, "q", 4).await;
-        let mut ids = ids.lock().expect("ids");
-        ids.extend(got);
-        ids.len() == 4
-    })
+    until(
+        Duration::from_secs(5),
+        "the group's jobs come out",
+        || async {
+            let got = claim_ids(&app, "q", 4).await;
+            let mut ids = ids.lock().expect("ids");
+            ids.extend(got);
+            ids.len() == 4
+        },
+    )
     .await;
     assert_eq!(ids.into_inner().expect("ids"), ["g-1", "g-2", "g-3", "g-4"]);
 }
@@ -245,7 +269,10 @@ async fn grouped_jobs_deleted_nacked_or_taken_back_keep_their_group_whole() {
         assert_eq!(answer.status, StatusCode::NO_CONTENT);
     }
     let stats = app.stats("q").await;
-    assert_eq!((stats["pending"].clone(), stats["groups"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (stats["pending"].clone(), stats["groups"].clone()),
+        (json!(2), json!(1))
+    );
     let first = app.claim("q", json!({"lease_ms": 200})).await;
     assert_eq!(first[0]["id"], "g-1");
     assert_eq!(first[0]["group"], "g");
@@ -261,11 +288,16 @@ async fn grouped_jobs_deleted_nacked_or_taken_back_keep_their_group_whole() {
     let next = app.claim("q", json!({"lease_ms": 200})).await;
     assert_eq!(next[0]["id"], "g-3");
     // Taken back by the sweeper: pending again, in its group.
-    app.wait_for_job("q", "g-3", Duration::from_secs(5), |job| job["state"] == "pending")
-        .await;
+    app.wait_for_job("q", "g-3", Duration::from_secs(5), |job| {
+        job["state"] == "pending"
+    })
+    .await;
     assert_eq!(claim_ids(&app, "q", 2).await, ["g-1", "g-3"]);
     let groups = app.get(app.queue_url("q", "/groups")).await.body;
-    assert_eq!(groups["groups"], json!([{"group": "g", "pending": 0, "processing": 2, "weight": 1}]));
+    assert_eq!(
+        groups["groups"],
+        json!([{"group": "g", "pending": 0, "processing": 2, "weight": 1}])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -278,8 +310,14 @@ pub(crate) async fn check_pause(config: Config) {
     let b = Arc::new(spawn_app_with(config).await);
     a.enqueue("q", json!({"task": "t", "id": "held"})).await;
     let paused = a.post(a.queue_url("q", "/pause"), Value::Null).await;
-    assert_eq!((paused.status, &paused.body["paused"]), (StatusCode::OK, &json!(true)));
-    assert!(b.claim("q", json!({})).await.is_empty(), "a paused queue hands out nothing");
+    assert_eq!(
+        (paused.status, &paused.body["paused"]),
+        (StatusCode::OK, &json!(true))
+    );
+    assert!(
+        b.claim("q", json!({})).await.is_empty(),
+        "a paused queue hands out nothing"
+    );
     assert_eq!(b.stats("q").await["paused"], true);
     // Enqueue and ack go on while paused.
     a.enqueue("q", json!({"task": "t", "id": "more"})).await;
@@ -287,7 +325,10 @@ pub(crate) async fn check_pause(config: Config) {
         let b = Arc::clone(&b);
         tokio::spawn(async move {
             let started = Instant::now();
-            (b.claim("q", json!({"wait_ms": 15_000})).await, started.elapsed())
+            (
+                b.claim("q", json!({"wait_ms": 15_000})).await,
+                started.elapsed(),
+            )
         })
     };
     b.until_long_polls_wait(1).await;
@@ -295,7 +336,10 @@ pub(crate) async fn check_pause(config: Config) {
     assert_eq!(resumed.body["paused"], false);
     let (jobs, took) = waiting.await.expect("joins");
     assert_eq!(jobs[0]["id"], "held");
-    assert!(took < Duration::from_secs(3), "woken by the resume, not a recheck: {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "woken by the resume, not a recheck: {took:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,14 +354,20 @@ async fn max_in_flight_holds_the_queue_and_a_freed_slot_wakes_a_long_poll() {
         let app = Arc::clone(&app);
         tokio::spawn(async move {
             let started = Instant::now();
-            (app.claim("q", json!({"wait_ms": 15_000})).await, started.elapsed())
+            (
+                app.claim("q", json!({"wait_ms": 15_000})).await,
+                started.elapsed(),
+            )
         })
     };
     app.until_long_polls_wait(1).await;
     assert_eq!(app.ack("q", &held[0]).await.status, StatusCode::NO_CONTENT);
     let (jobs, took) = waiting.await.expect("joins");
     assert_eq!(jobs[0]["id"], "j-2");
-    assert!(took < Duration::from_secs(3), "woken by the freed slot, not a recheck: {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "woken by the freed slot, not a recheck: {took:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -330,7 +380,12 @@ pub(crate) async fn check_rate_limit(config: Config) {
     let b = Arc::new(spawn_app_with(config).await);
     enqueue_many(&a, "q", None, 1, "j-", 2000).await;
     let (rate, burst) = (40.0, 10.0);
-    configure(&a, "q", json!({"rate_limit": {"per_second": rate, "burst": burst as u64}})).await;
+    configure(
+        &a,
+        "q",
+        json!({"rate_limit": {"per_second": rate, "burst": burst as u64}}),
+    )
+    .await;
     let started = Instant::now();
     let window = Duration::from_millis(1500);
     let claimers: Vec<_> = (0..8)
@@ -339,7 +394,10 @@ pub(crate) async fn check_rate_limit(config: Config) {
             tokio::spawn(async move {
                 let mut got = 0;
                 while started.elapsed() < window {
-                    got += app.claim("q", json!({"max_jobs": 3, "wait_ms": 100})).await.len();
+                    got += app
+                        .claim("q", json!({"max_jobs": 3, "wait_ms": 100}))
+                        .await
+                        .len();
                 }
                 got
             })
@@ -351,7 +409,10 @@ pub(crate) async fn check_rate_limit(config: Config) {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let bound = burst + rate * elapsed;
-    assert!((handed as f64) <= bound, "{handed} handed out in {elapsed:.2} s; bound {bound:.1}");
+    assert!(
+        (handed as f64) <= bound,
+        "{handed} handed out in {elapsed:.2} s; bound {bound:.1}"
+    );
     assert!(
         (handed as f64) >= 0.8 * (burst + rate * window.as_secs_f64()),
         "{handed} handed out in {elapsed:.2} s: far below the limit"
@@ -362,7 +423,12 @@ pub(crate) async fn check_rate_limit(config: Config) {
 async fn a_rate_limited_long_poll_sleeps_until_its_next_token() {
     let app = spawn_app().await;
     enqueue_many(&app, "q", None, 1, "j-", 10).await;
-    configure(&app, "q", json!({"rate_limit": {"per_second": 2.0, "burst": 1}})).await;
+    configure(
+        &app,
+        "q",
+        json!({"rate_limit": {"per_second": 2.0, "burst": 1}}),
+    )
+    .await;
     assert_eq!(app.claim("q", json!({})).await.len(), 1);
     let started = Instant::now();
     let jobs = app.claim("q", json!({"wait_ms": 5000})).await;
@@ -383,16 +449,36 @@ async fn settings_merge_patches_field_by_field() {
         json!({"paused": false, "max_in_flight": null, "rate_limit": null,
                "group_weights": {}, "group_max_in_flight": null})
     );
-    configure(&app, "q", json!({"max_in_flight": 5, "group_weights": {"a": 2, "b": 3}})).await;
-    configure(&app, "q", json!({"rate_limit": {"per_second": 2.5, "burst": 3}})).await;
-    let merged = configure(&app, "q", json!({"rate_limit": {"burst": 7}, "group_weights": {"a": null, "c": 1}})).await;
+    configure(
+        &app,
+        "q",
+        json!({"max_in_flight": 5, "group_weights": {"a": 2, "b": 3}}),
+    )
+    .await;
+    configure(
+        &app,
+        "q",
+        json!({"rate_limit": {"per_second": 2.5, "burst": 3}}),
+    )
+    .await;
+    let merged = configure(
+        &app,
+        "q",
+        json!({"rate_limit": {"burst": 7}, "group_weights": {"a": null, "c": 1}}),
+    )
+    .await;
     assert_eq!(
         merged,
         json!({"paused": false, "max_in_flight": 5, "rate_limit": {"per_second": 2.5, "burst": 7},
                "group_weights": {"b": 3}, "group_max_in_flight": null})
     );
     assert_eq!(app.get(app.queue_url("q", "/settings")).await.body, merged);
-    let reset = configure(&app, "q", json!({"max_in_flight": null, "rate_limit": null, "group_weights": null})).await;
+    let reset = configure(
+        &app,
+        "q",
+        json!({"max_in_flight": null, "rate_limit": null, "group_weights": null}),
+    )
+    .await;
     assert_eq!(reset, defaults);
 }
 
@@ -408,28 +494,56 @@ async fn invalid_settings_are_refused_naming_the_field_and_change_nothing() {
         (json!({"max_in_flight": 1_000_001}), "max_in_flight"),
         (json!({"max_in_flight": "5"}), "max_in_flight"),
         (json!({"paused": 1}), "paused"),
-        (json!({"group_max_in_flight": 100_001}), "group_max_in_flight"),
-        (json!({"rate_limit": {"per_second": 0, "burst": 1}}), "rate_limit.per_second"),
-        (json!({"rate_limit": {"per_second": 2, "burst": 0}}), "rate_limit.burst"),
+        (
+            json!({"group_max_in_flight": 100_001}),
+            "group_max_in_flight",
+        ),
+        (
+            json!({"rate_limit": {"per_second": 0, "burst": 1}}),
+            "rate_limit.per_second",
+        ),
+        (
+            json!({"rate_limit": {"per_second": 2, "burst": 0}}),
+            "rate_limit.burst",
+        ),
         (json!({"rate_limit": {"burst": 3}}), "rate_limit.per_second"),
-        (json!({"rate_limit": {"per_second": 2, "burst": 1, "every": 1}}), "rate_limit.every"),
+        (
+            json!({"rate_limit": {"per_second": 2, "burst": 1, "every": 1}}),
+            "rate_limit.every",
+        ),
         (json!({"group_weights": {"a": 101}}), "group_weights.a"),
         (json!({"group_weights": {"a b": 2}}), "group_weights.a b"),
         (json!({"group_weights": too_many}), "group_weights"),
         (json!({"max_in_flight": 6, "paused_": true}), "paused_"),
     ] {
         let answer = patch_settings(&app, "q", patch).await;
-        assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {answer:?}");
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}: {answer:?}"
+        );
         assert_eq!(answer.body["field"], field, "{answer:?}");
     }
-    assert_eq!(app.snapshot().await, before, "a refused patch changed Redis");
+    assert_eq!(
+        app.snapshot().await,
+        before,
+        "a refused patch changed Redis"
+    );
 }
 
 #[tokio::test]
 async fn the_groups_list_pages_most_pending_first_and_metrics_show_the_deepest() {
     let app = spawn_app().await;
     for n in 0..25usize {
-        enqueue_many(&app, "q", Some(&format!("g{n:02}")), 1, &format!("g{n:02}-"), n + 1).await;
+        enqueue_many(
+            &app,
+            "q",
+            Some(&format!("g{n:02}")),
+            1,
+            &format!("g{n:02}-"),
+            n + 1,
+        )
+        .await;
     }
     configure(&app, "q", json!({"group_weights": {"g24": 7}})).await;
     let mut seen = Vec::new();
@@ -447,8 +561,14 @@ async fn the_groups_list_pages_most_pending_first_and_metrics_show_the_deepest()
         }
     }
     assert_eq!(seen.len(), 25);
-    assert_eq!(seen[0], json!({"group": "g24", "pending": 25, "processing": 0, "weight": 7}));
-    let pending: Vec<u64> = seen.iter().map(|g| g["pending"].as_u64().expect("n")).collect();
+    assert_eq!(
+        seen[0],
+        json!({"group": "g24", "pending": 25, "processing": 0, "weight": 7})
+    );
+    let pending: Vec<u64> = seen
+        .iter()
+        .map(|g| g["pending"].as_u64().expect("n"))
+        .collect();
     assert!(pending.windows(2).all(|w| w[0] >= w[1]), "{pending:?}");
     assert_eq!(app.stats("q").await["groups"], 25);
 
@@ -470,6 +590,9 @@ async fn a_claim_for_many_jobs_takes_more_of_a_group_than_its_head() {
     enqueue_many(&app, "q", Some("a"), 1, "a-", 3).await;
     enqueue_many(&app, "q", Some("b"), 1, "b-", 1).await;
     let jobs = app.claim("q", json!({"max_jobs": 4})).await;
-    let ids: Vec<&str> = jobs.iter().map(|job| job["id"].as_str().expect("id")).collect();
+    let ids: Vec<&str> = jobs
+        .iter()
+        .map(|job| job["id"].as_str().expect("id"))
+        .collect();
     assert_eq!(ids, ["a-0", "b-0", "a-1", "a-2"]);
 }

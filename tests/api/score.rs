@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::keys::{Key, QueueKeys, tag_field};
 
 use crate::helpers::{redis, redis_connection, spawn_app};
 
@@ -18,8 +18,8 @@ async fn fifo_stays_exact_at_the_top_of_the_counter() {
     // The highest arrivals the score holds, in the least urgent class: the
     // finish tag of its jobs without a group.
     let _: () = redis::cmd("HSET")
-        .arg(keys.key(Key::Tags))
-        .arg("255:")
+        .arg(keys.key(Key::Meta))
+        .arg(tag_field(255, ""))
         .arg(SEQ_SPAN - 3)
         .query_async(&mut conn)
         .await
@@ -42,8 +42,8 @@ async fn exhausted_counter_refuses_without_writing_and_restarts_once_drained() {
     let mut conn = redis_connection(&app.config.redis_url).await;
     let keys = QueueKeys::new(&app.config.key_prefix, "full");
     let _: () = redis::cmd("HSET")
-        .arg(keys.key(Key::Tags))
-        .arg("1:")
+        .arg(keys.key(Key::Meta))
+        .arg(tag_field(1, ""))
         .arg(SEQ_SPAN - 1)
         .query_async(&mut conn)
         .await
