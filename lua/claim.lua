@@ -1,24 +1,19 @@
--- claim: acknowledges the jobs the requests bring, then hands out jobs to
--- the requests in turn, up to each one's max_jobs: the most urgent class
--- first, in fair order inside it (see the library's header); the bulk
--- floor's share takes the first job of the least urgent class. Due
--- scheduled jobs are promoted first. A paused queue hands out nothing;
+-- The claim part of `exchange`: hands out jobs to the requests in turn,
+-- up to each one's max_jobs: the most urgent class first, in fair order
+-- inside it (see the library's header); the bulk floor's share takes the
+-- first job of the least urgent class. A paused queue hands out nothing;
 -- max_in_flight and the rate limit bound what is handed out; a head whose
--- group is at its cap goes back to its group set. Acks only remove leased
--- jobs and claims only take pending ones, so applying every request's acks
--- first answers each request as it would have been alone; the jobs handed
--- out are those a claim per request would have taken, one after the other.
--- KEYS: pending, scheduled, processing, jobs, leases, meta, weights, groups
--- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
---   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
---   million of jobs handed out, ARGV[5] lease token prefix (a job's token
---   is prefix .. '-' .. n, n counting the call's leases), ARGV[6] number of
---   requests, then per request: lease_ms, max_jobs, worker ('' for none),
---   number of acks, and an id and a lease token per ack
--- Returns: {now, per request {{ack status per ack: 'OK', 'LEASE_LOST' or
---   'NOT_FOUND'}, {per leased job {id, record, token}}}, why fewer jobs
---   than asked were handed out: '' (none waiting, or all handed out),
---   'paused', 'max_in_flight' or 'rate_limit', ms until the next rate
+-- group is at its cap goes back to its group set. The jobs handed out are
+-- those a claim per request would have taken, one after the other.
+-- Its section of ARGV: the number of requests, then per request lease_ms,
+-- max_jobs, worker ('' for none), number of acks, and an id and a lease
+-- token per ack (the acks go with the call's other acks, before any job
+-- is handed out).
+-- Answers, one request after the other, the number of jobs leased to it
+-- and then id, record and lease token per job; and why fewer jobs than
+-- asked were handed out: '' (none waiting, or all handed out), 'paused',
+-- 'max_in_flight' or 'rate_limit', and the ms until the next rate limit
+-- token (0 when not rate limited).
 --   limit token (0 when not rate limited)}
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
@@ -48,9 +43,9 @@ end
 -- Takes up to `wanted` jobs in hand-out order, counting from `handed` jobs
 -- already handed out; plain pops between two floor jobs go in one
 -- ZPOPMIN. A job of a group at its cap goes back to its group set and
--- does not count. Answers the jobs taken, {id, record}.
+-- does not count. Answers the ids and the records of the jobs taken.
 local function take_jobs(c, wanted, handed, ppm)
-  local q, taken, last_tags = c.q, {}, {}
+  local q, taken, records_taken, last_tags = c.q, {}, {}, {}
   while #taken < wanted do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
@@ -78,7 +73,8 @@ local function take_jobs(c, wanted, handed, ppm)
       if group and at_cap(c, group) then
         withhold(c, id, prio, group, member_score)
       else
-        taken[#taken + 1] = {id, record}
+        taken[#taken + 1] = id
+        records_taken[#taken] = record
         if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
         if group then
           count_waiting(c, group, -1)
@@ -98,35 +94,36 @@ local function take_jobs(c, wanted, handed, ppm)
   for prio, tag in pairs(last_tags) do
     advance(c, prio, tag)
   end
-  return taken
+  return taken, records_taken
 end
 
-redis.register_function('claim_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], jobs = keys[4], leases = keys[5],
-    meta = keys[6], weights = keys[7], groups = keys[8], wake = argv[1], group_prefix = argv[2],
-  }
-  local c = context(q)
-  local now = now_ms()
-  promote_due(c, now, tonumber(argv[3]))
-  local ppm, token_prefix = tonumber(argv[4]), argv[5]
-
-  local requests, acks, wanted, at = {}, {}, 0, 7
-  for r = 1, tonumber(argv[6]) do
-    local request = {
-      lease_ms = tonumber(argv[at]), max_jobs = tonumber(argv[at + 1]), worker = argv[at + 2],
-      acks = tonumber(argv[at + 3]), first_ack = #acks / 2,
-    }
+-- Reads the section that starts at `at`: where each request's lease_ms
+-- is in ARGV; its acks go at the end of `acks` (id, token pairs). Answers
+-- those places and where the next section starts.
+local function read_claims(argv, at, acks)
+  local requests, count = {}, tonumber(argv[at])
+  at = at + 1
+  for r = 1, count do
+    requests[r] = at
+    local n = tonumber(argv[at + 3])
     at = at + 4
-    for _ = 1, request.acks do
-      acks[#acks + 1] = argv[at]
-      acks[#acks + 1] = argv[at + 1]
-      at = at + 2
+    for i = at, at + 2 * n - 1 do
+      acks[#acks + 1] = argv[i]
     end
-    wanted = wanted + request.max_jobs
-    requests[r] = request
+    at = at + 2 * n
   end
-  local statuses = ack_all(c, acks, 1, #acks)
+  return requests, at
+end
+
+-- Hands out jobs to the `requests` read by `read_claims`, at `now`; the
+-- answers go at the end of `out`. `ppm` is the bulk floor in parts per
+-- million of jobs handed out; a job's lease token is `token_prefix` ..
+-- '-' .. n, n counting the call's leases.
+local function claim_all(c, argv, requests, now, ppm, token_prefix, out)
+  local q, wanted = c.q, 0
+  for _, at in ipairs(requests) do
+    wanted = wanted + tonumber(argv[at + 1])
+  end
 
   -- What the queue's settings let out now.
   local limited, wait_ms, bucket = '', 0, nil
@@ -146,7 +143,7 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
   end
 
   local handed = number(c, 'floor')
-  local taken = take_jobs(c, wanted, handed, ppm)
+  local taken, records = take_jobs(c, wanted, handed, ppm)
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   if bucket then
     put(c, 'tokens', bucket - #taken)
@@ -156,28 +153,26 @@ redis.register_function('claim_' .. VERSION, function(keys, argv)
   if #taken < wanted then limited, wait_ms = '', 0 end
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
-  local out, deadlines, leases, next = {}, {}, {}, 1
-  for r, request in ipairs(requests) do
-    local answered, jobs = {}, {}
-    for i = 1, request.acks do
-      answered[i] = statuses[request.first_ack + i]
-    end
-    local deadline = ms(now + request.lease_ms)
-    while #jobs < request.max_jobs and next <= #taken do
-      local id, token = taken[next][1], token_prefix .. '-' .. next
+  local deadlines, leases, next = {}, {}, 1
+  for _, at in ipairs(requests) do
+    local deadline, worker = ms(now + tonumber(argv[at])), argv[at + 2]
+    local count = math.min(tonumber(argv[at + 1]), #taken - next + 1)
+    out[#out + 1] = count
+    for n = next, next + count - 1 do
+      local id, token = taken[n], token_prefix .. '-' .. n
       deadlines[#deadlines + 1] = deadline
       deadlines[#deadlines + 1] = id
       leases[#leases + 1] = id
-      leases[#leases + 1] = token .. ':' .. request.worker
-      jobs[#jobs + 1] = {id, taken[next][2], token}
-      next = next + 1
+      leases[#leases + 1] = token .. ':' .. worker
+      out[#out + 1] = id
+      out[#out + 1] = records[n]
+      out[#out + 1] = token
     end
-    out[r] = {answered, jobs}
+    next = next + count
   end
   if #taken > 0 then
     redis.call('ZADD', q.processing, unpack(deadlines))
     redis.call('HSET', q.leases, unpack(leases))
   end
-  settle(c)
-  return {now, out, limited, wait_ms}
-end)
+  return limited, wait_ms
+end

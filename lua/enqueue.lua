@@ -1,118 +1,121 @@
--- enqueue: adds jobs, idempotently by id. Several requests' jobs travel in
--- one call; each request is answered on its own, and the writes of the
--- whole call go in one HSET and a ZADD per set.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups
--- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] number of
---   requests, then per request its number of jobs and six ARGV per job:
---   id, priority, delay_ms, max_attempts, group ('' for none), body (see
---   the record layout)
--- Returns: {now, per request {status, per job: 1 when created, else the
---   view of the job already known under its id}}, status 'OK' or
---   'SEQUENCE_EXHAUSTED' (the request's class has used up its tags while
---   jobs wait in it: the request wrote nothing and has no jobs).
+-- The enqueue part of `exchange`: adds jobs, idempotently by id. Each
+-- request is answered on its own; the writes of all of them go in one
+-- HSET and a ZADD per set.
+-- Its section of ARGV: the number of requests, then per request its
+-- number of jobs and six ARGV per job: id, priority, delay_ms,
+-- max_attempts, group ('' for none), body (see the record layout).
+-- Answers, one request after the other, a status and then, when it is
+-- 'OK', per job 1 when created, else the view of the job already known
+-- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
+-- has used up its tags while jobs wait in it: the request wrote nothing
+-- and has no jobs.
 local PER_JOB = 6
 
-redis.register_function('enqueue_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
-    wake = argv[1], group_prefix = argv[2],
-  }
-  local now = now_ms()
-  local now_varint = varint(now)
-
-  -- Every job of the call, to learn at once which ids are known.
-  local requests, ids, at = {}, {}, 4
-  for r = 1, tonumber(argv[3]) do
-    local count = tonumber(argv[at])
-    requests[r] = {first = at + 1, count = count}
-    for i = 0, count - 1 do
-      ids[#ids + 1] = argv[at + 1 + PER_JOB * i]
+-- Reads the section that starts at `at`: the requests ({first, count, n}:
+-- where its jobs start in ARGV, how many, and the number of jobs before
+-- them), the ids of their jobs, and the `meta` fields the tags of those
+-- due now read. Answers those and where the next section starts.
+local function read_enqueues(argv, at)
+  local requests, ids, fields, seen = {}, {}, {}, {}
+  local count = tonumber(argv[at])
+  at = at + 1
+  for r = 1, count do
+    local jobs = tonumber(argv[at])
+    requests[r] = {first = at + 1, count = jobs, n = #ids}
+    for i = 0, jobs - 1 do
+      local base = at + 1 + PER_JOB * i
+      ids[#ids + 1] = argv[base]
+      if argv[base + 2] == '0' then want_tag_fields(fields, seen, tonumber(argv[base + 1]), argv[base + 4]) end
     end
-    at = at + 1 + PER_JOB * count
+    at = at + 1 + PER_JOB * jobs
   end
-  local known = #ids > 0 and redis.call('HMGET', q.jobs, unpack(ids)) or {}
+  return {requests = requests, ids = ids, fields = fields}, at
+end
 
-  -- The fair-order state of every class and group of the call, read with
-  -- the settings.
-  local prios, groups = {}, {}
-  for _, request in ipairs(requests) do
-    for i = 0, request.count - 1 do
-      local base = request.first + PER_JOB * i
-      if argv[base + 2] == '0' then
-        prios[#prios + 1], groups[#groups + 1] = tonumber(argv[base + 1]), argv[base + 4]
-      end
-    end
-  end
-  local c = context(q, tag_fields(prios, groups))
-
-  local created, records, adds, scheduled, n = {}, {}, {}, {}, 0
-  for _, request in ipairs(requests) do
-    -- Which of the request's jobs are new; the tags of those that wait now.
-    local fresh, wanted_prios, wanted_groups = {}, {}, {}
+-- Takes the new jobs of requests first..last as one: their tags at once,
+-- then their records and places in `w` (created ids, records, pending's
+-- and scheduled's adds). Answers false, having changed nothing, when a
+-- class's tags ran out.
+local function take_requests(c, argv, requests, first, last, known, w, now)
+  local fresh, prios, groups = {}, {}, {}
+  for r = first, last do
+    local request = requests[r]
     for i = 0, request.count - 1 do
       local base = request.first + PER_JOB * i
       local id = argv[base]
-      n = n + 1
-      if not known[n] and not created[id] and not fresh[id] then
+      if not known[request.n + i + 1] and not w.created[id] and not fresh[id] then
         fresh[id] = base
         if argv[base + 2] == '0' then
-          wanted_prios[#wanted_prios + 1] = tonumber(argv[base + 1])
-          wanted_groups[#wanted_groups + 1] = argv[base + 4]
-        end
-      end
-    end
-    local tags = take_tags(c, wanted_prios, wanted_groups)
-    request.exhausted = not tags
-    if tags then
-      local next_tag = 1
-      for i = 0, request.count - 1 do
-        local base = request.first + PER_JOB * i
-        local id = argv[base]
-        if fresh[id] == base then
-          created[id] = true
-          local prio, delay, max = tonumber(argv[base + 1]), tonumber(argv[base + 2]), tonumber(argv[base + 3])
-          local group = argv[base + 4] ~= '' and argv[base + 4] or nil
-          -- flags, priority, attempts 0, max_attempts, enqueued_at, delay, group
-          records[#records + 1] = id
-          records[#records + 1] = small_varint(group and HAS_GROUP or 0) .. small_varint(prio) .. '\0'
-            .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
-            .. (group and (small_varint(#group) .. group) or '') .. argv[base + 5]
-          if delay > 0 then
-            scheduled[#scheduled + 1] = ms(now + delay)
-            scheduled[#scheduled + 1] = id
-          else
-            place(c, adds, id, prio, group, tags[next_tag])
-            next_tag = next_tag + 1
-          end
+          prios[#prios + 1], groups[#groups + 1] = tonumber(argv[base + 1]), argv[base + 4]
         end
       end
     end
   end
-  if #records > 0 then redis.call('HSET', q.jobs, unpack(records)) end
-  if #scheduled > 0 then redis.call('ZADD', q.scheduled, unpack(scheduled)) end
-  if #adds > 0 then redis.call('ZADD', q.pending, unpack(adds)) end
-  settle(c)
+  local tags = take_tags(c, prios, groups)
+  if not tags then return false end
+  local now_varint, next_tag, records = varint(now), 1, w.records
+  for r = first, last do
+    local request = requests[r]
+    for i = 0, request.count - 1 do
+      local base = request.first + PER_JOB * i
+      local id = argv[base]
+      if fresh[id] == base then
+        w.created[id] = true
+        local prio, delay, max = tonumber(argv[base + 1]), tonumber(argv[base + 2]), tonumber(argv[base + 3])
+        local group = argv[base + 4] ~= '' and argv[base + 4] or nil
+        -- flags, priority, attempts 0, max_attempts, enqueued_at, delay, group
+        records[#records + 1] = id
+        records[#records + 1] = small_varint(group and HAS_GROUP or 0) .. small_varint(prio) .. '\0'
+          .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
+          .. (group and (small_varint(#group) .. group) or '') .. argv[base + 5]
+        if delay > 0 then
+          w.scheduled[#w.scheduled + 1] = ms(now + delay)
+          w.scheduled[#w.scheduled + 1] = id
+        else
+          place(c, w.adds, id, prio, group, tags[next_tag])
+          next_tag = next_tag + 1
+        end
+      end
+    end
+  end
+  return true
+end
+
+-- Enqueues what `read_enqueues` read, at `now`; the answers go at the end
+-- of `out`.
+local function enqueue_all(c, argv, enqueues, now, out)
+  local q, requests = c.q, enqueues.requests
+  if #requests == 0 then return end
+  local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
+  local w = {created = {}, records = {}, adds = {}, scheduled = {}}
+  local exhausted = {}
+  if not take_requests(c, argv, requests, 1, #requests, known, w, now) then
+    -- A class's tags ran out: each request on its own, so that only those
+    -- of that class fail.
+    for r = 1, #requests do
+      exhausted[r] = not take_requests(c, argv, requests, r, r, known, w, now)
+    end
+  end
+  if #w.records > 0 then redis.call('HSET', q.jobs, unpack(w.records)) end
+  if #w.scheduled > 0 then redis.call('ZADD', q.scheduled, unpack(w.scheduled)) end
+  if #w.adds > 0 then redis.call('ZADD', q.pending, unpack(w.adds)) end
 
   -- The answers: what was created here is 1, what was known its view.
-  local out, answered = {}, {}
+  local answered = {}
   for r, request in ipairs(requests) do
-    if request.exhausted then
-      out[r] = {'SEQUENCE_EXHAUSTED'}
+    if exhausted[r] then
+      out[#out + 1] = 'SEQUENCE_EXHAUSTED'
     else
-      local answers = {'OK'}
+      out[#out + 1] = 'OK'
       for i = 0, request.count - 1 do
         local id = argv[request.first + PER_JOB * i]
-        if created[id] and not answered[id] then
+        if w.created[id] and not answered[id] then
           answered[id] = true
-          answers[i + 2] = 1
+          out[#out + 1] = 1
         else
-          answers[i + 2] = view(q, id)
+          out[#out + 1] = view(q, id)
         end
       end
-      out[r] = answers
     end
   end
-  return {now, out}
-end)
+end

@@ -355,11 +355,11 @@ local function take_tags(c, prios, groups, restarted)
   local taken, tags = {}, {}
   for i = 1, #prios do
     local prio, group = prios[i], groups[i]
-    local fields = fields_of(prio)
+    local fields = CLASS_FIELDS[prio] or fields_of(prio)
     local field = fields.tag .. group
     local tag = taken[field]
     if tag == nil then tag = math.max(number(c, fields.vtime), number(c, field)) end
-    local finish = tag + c.step / weight(c, group)
+    local finish = tag + (group == '' and c.step or c.step / weight(c, group))
     if finish >= SPAN then
       restarted = restarted or {}
       if restarted[prio] or not restart_class(c, prio) then return nil end
@@ -375,22 +375,19 @@ local function take_tags(c, prios, groups, restarted)
   return tags
 end
 
--- The fields `take_tags` reads, to read them at once.
-local function tag_fields(prios, groups)
-  local out, seen = {}, {}
-  for i = 1, #prios do
-    local fields = fields_of(prios[i])
-    local tag = fields.tag .. groups[i]
-    if not seen[tag] then
-      seen[tag] = true
-      out[#out + 1] = tag
-    end
-    if not seen[fields.vtime] then
-      seen[fields.vtime] = true
-      out[#out + 1] = fields.vtime
-    end
+-- Adds to `fields` the fields `take_tags` reads for a job of class `prio`
+-- and group `group` ('' for none), unless `seen` has them: to read them
+-- all at once.
+local function want_tag_fields(fields, seen, prio, group)
+  local class = fields_of(prio)
+  local tag = class.tag .. group
+  if seen[tag] then return end
+  seen[tag] = true
+  fields[#fields + 1] = tag
+  if not seen[class.vtime] then
+    seen[class.vtime] = true
+    fields[#fields + 1] = class.vtime
   end
-  return out
 end
 
 -- Jobs with tag `tag` (the highest) of class `prio` were handed out.
@@ -518,11 +515,12 @@ end
 -- nothing, when a class's tags are used up.
 local function make_pending(c, moves)
   if #moves == 0 then return true end
-  local prios, groups = {}, {}
+  local prios, groups, fields, seen = {}, {}, {}, {}
   for i, move in ipairs(moves) do
     prios[i], groups[i] = move[2].prio, move[2].group or ''
+    want_tag_fields(fields, seen, prios[i], groups[i])
   end
-  fetch(c, tag_fields(prios, groups))
+  fetch(c, fields)
   local tags = take_tags(c, prios, groups)
   if not tags then return false end
   local records, adds = {}, {}

@@ -13,7 +13,8 @@
 //!   puts `lua/` together as a versioned Redis Functions library and loads
 //!   it where it is missing; `lane` sends the concurrent enqueues, claims
 //!   and acks of a queue together (group commit), and `batches` turns them
-//!   into function calls and their replies back into answers;
+//!   into one call of the `exchange` function and its reply back into
+//!   answers;
 //!   [`queue::keys`] names every key, [`queue::record`] is a job's stored
 //!   form, `job` the decoded job; `backend` holds the shared connections
 //!   to one Redis or a cluster; `wake` carries long-poll wake-ups between

@@ -23,7 +23,7 @@ pub fn stored_body() -> Vec<u8> {
     record::body(TASK, &args_json())
 }
 
-/// A pending job's record as the enqueue function writes it at `now_ms`.
+/// A pending job's record as prioq's enqueues write it at `now_ms`.
 pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
     Record {
         priority: PRIORITY,

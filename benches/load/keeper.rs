@@ -1,7 +1,7 @@
 //! The housekeeper: holds a queue's pending depth in a range above the
 //! depth asked for, before and during a run without calling a function, so `cmdstat_fcall` holds only
 //! the measured path. It refills with plain commands writing what the
-//! enqueue function writes, and drains the newest jobs with `ZPOPMAX` +
+//! `exchange` function writes for an enqueue, and drains the newest jobs with `ZPOPMAX` +
 //! `HDEL`; it counts its own commands so the reports can take them out of
 //! Redis's per-command figures.
 
@@ -129,7 +129,7 @@ impl Keeper {
     /// Adds `n` pending jobs the cheap way, in two round trips: HINCRBY of
     /// the finish tag of the class's jobs without a group for their arrival
     /// tags, then one HSET and one ZADD per thousand jobs, writing exactly
-    /// what the enqueue function writes (the record and the score by the
+    /// what prioq's enqueues write (the record and the score by the
     /// crate's own).
     async fn refill(&mut self, n: u64) -> Result<()> {
         let (finish, (secs, micros)): (u64, (u64, u64)) = redis::pipe()

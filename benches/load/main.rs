@@ -337,7 +337,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     Ok(())
 }
 
-/// Prefills the queue with the enqueue function and measures what the jobs
+/// Prefills the queue with the exchange function and measures what the jobs
 /// take in Redis.
 async fn prefill(
     con: &mut MultiplexedConnection,

@@ -48,45 +48,63 @@ fn is_ok(value: &Value) -> bool {
     text(value).as_deref() == Some("OK")
 }
 
-/// The claim function's answer to each request it carried:
-/// `{now, {{ack statuses}, {{id, record, token}...}}...}`.
-fn claim_requests(reply: &Value) -> &[Value] {
+/// Where the exchange function's reply holds every ack's status, and the
+/// claims' answers (per request the number of jobs leased, then id, record
+/// and token per job), each a flat list.
+const STATUSES: usize = 1;
+const CLAIMS: usize = 3;
+
+/// Section `section` of an exchange reply.
+fn section(reply: &Value, section: usize) -> &[Value] {
     match reply {
-        Value::Array(reply) => match reply.get(1) {
-            Some(Value::Array(requests)) => requests,
+        Value::Array(reply) => match reply.get(section) {
+            Some(Value::Array(items)) => items,
             _ => &[],
         },
         _ => &[],
     }
 }
 
-/// `(leases, acks that succeeded)` of a claim function's reply.
-fn claimed(reply: &Value) -> (Vec<Lease>, u64) {
-    let mut leases = Vec::new();
-    let mut acked = 0;
-    for request in claim_requests(reply) {
-        let Value::Array(parts) = request else {
-            continue;
-        };
-        if let Some(Value::Array(statuses)) = parts.first() {
-            acked += statuses.iter().filter(|s| is_ok(s)).count() as u64;
-        }
-        if let Some(Value::Array(jobs)) = parts.get(1) {
-            leases.extend(jobs.iter().filter_map(|job| {
-                let Value::Array(fields) = job else {
-                    return None;
-                };
-                Some((text(fields.first()?)?, text(fields.get(2)?)?))
-            }));
-        }
-    }
-    (leases, acked)
+/// Acks that succeeded in an exchange.
+fn acked(reply: &Value) -> u64 {
+    section(reply, STATUSES)
+        .iter()
+        .filter(|status| is_ok(status))
+        .count() as u64
 }
 
-/// Adds one enqueue call of `n` fresh jobs to a pipeline.
+/// `(leases, acks that succeeded)` of an exchange's claims.
+fn claimed(reply: &Value) -> (Vec<Lease>, u64) {
+    let mut leases = Vec::new();
+    let mut items = section(reply, CLAIMS).iter();
+    while let Some(Value::Int(count)) = items.next() {
+        for _ in 0..*count {
+            let job: Vec<&Value> = items.by_ref().take(3).collect();
+            if let (Some(id), Some(token)) = (
+                job.first().and_then(|v| text(v)),
+                job.get(2).and_then(|v| text(v)),
+            ) {
+                leases.push((id, token));
+            }
+        }
+    }
+    (leases, acked(reply))
+}
+
+/// An exchange call with the leading arguments prioq passes.
+fn exchange(keys: &QueueKeys) -> redis::Cmd {
+    let mut cmd = LIBRARY.call(Function::Exchange, keys);
+    cmd.arg(CLAIM_PROMOTE_BATCH)
+        .arg(FLOOR_PPM)
+        .arg(record::new_id());
+    cmd
+}
+
+/// Adds one exchange of one enqueue of `n` fresh jobs to a pipeline.
 fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[u8]) {
-    let mut cmd = LIBRARY.call(Function::Enqueue, keys);
-    cmd.arg(1).arg(n);
+    let mut cmd = exchange(keys);
+    // No acks; one enqueue request.
+    cmd.arg(0).arg(1).arg(n);
     for _ in 0..n {
         cmd.arg(record::new_id())
             .arg(PRIORITY)
@@ -95,15 +113,17 @@ fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[
             .arg("")
             .arg(body);
     }
+    // No claims.
+    cmd.arg(0);
     pipe.add_command(cmd);
 }
 
-/// Adds one claim call of one request for `max_jobs` that first acks `acks`.
+/// Adds one exchange of one claim for `max_jobs` that first acks `acks`.
 fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, max_jobs: usize, acks: &[Lease]) {
-    let mut cmd = LIBRARY.call(Function::Claim, keys);
-    cmd.arg(CLAIM_PROMOTE_BATCH)
-        .arg(FLOOR_PPM)
-        .arg(record::new_id())
+    let mut cmd = exchange(keys);
+    // No acks or enqueues of their own; one claim request.
+    cmd.arg(0)
+        .arg(0)
         .arg(1)
         .arg(LEASE_MS)
         .arg(max_jobs)
@@ -115,15 +135,19 @@ fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, max_jobs: usize, ack
     pipe.add_command(cmd);
 }
 
+/// Adds one exchange of one ack request to a pipeline.
 fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, leases: &[Lease]) {
-    let mut cmd = LIBRARY.call(Function::Ack, keys);
+    let mut cmd = exchange(keys);
+    cmd.arg(leases.len());
     for (id, token) in leases {
         cmd.arg(id).arg(token);
     }
+    // No enqueues or claims.
+    cmd.arg(0).arg(0);
     pipe.add_command(cmd);
 }
 
-/// Enqueues `n` jobs with the enqueue function, pipelined over a few
+/// Enqueues `n` jobs with the exchange function, pipelined over a few
 /// connections: the fast prefill.
 pub async fn prefill(
     cons: &[MultiplexedConnection],
@@ -230,13 +254,7 @@ impl Raw {
             return Ok(0);
         }
         let replies: Vec<Value> = pipe.query_async(con).await?;
-        Ok(replies
-            .iter()
-            .map(|reply| match reply {
-                Value::Array(statuses) => statuses.iter().filter(|s| is_ok(s)).count() as u64,
-                _ => 0,
-            })
-            .sum())
+        Ok(replies.iter().map(acked).sum())
     }
 
     /// The worker loop's shape in one round trip: single-job enqueues, then

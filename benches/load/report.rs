@@ -79,7 +79,7 @@ pub fn setup(args: &Args, own_redis: bool, pinning: &Pinning, clk_tck: f64) -> s
         "http2": format!("h2c with prior knowledge (h2 crate): the clients share {} connections", args.h2_connections),
         "worker_loop": "half the clients enqueue single jobs, half loop on claim {max_jobs: 1} carrying the ack of the job the claim before leased; a producer enqueues only as workers claim, so the depth holds; jobs/s counts acked jobs",
         "raw": format!("{} connections, each pipelining 100 single-job or 2 hundred-job function calls per round trip", raw::CONNECTIONS),
-        "depth_keeping": "pending held in [depth, depth + 2 x slack] (slack = depth/50 clamped to 2000..20000, at least twice the jobs the clients can hold claimed at once): once it has moved by a slack, refilled to the top with INCRBY + HSET + ZADD writing what the enqueue function writes, or drained to the bottom with ZPOPMAX + HDEL; never an FCALL, and its commands are taken out of the per-command figures; leases a run leaves are acked after its window",
+        "depth_keeping": "pending held in [depth, depth + 2 x slack] (slack = depth/50 clamped to 2000..20000, at least twice the jobs the clients can hold claimed at once): once it has moved by a slack, refilled to the top with INCRBY + HSET + ZADD writing what prioq's enqueues write, or drained to the bottom with ZPOPMAX + HDEL; never an FCALL, and its commands are taken out of the per-command figures; leases a run leaves are acked after its window",
         "cpu": "bench and prioq: utime + stime from /proc/<pid>/stat; redis-server: used_cpu_sys + used_cpu_user from INFO cpu",
         "clk_tck": clk_tck,
     })

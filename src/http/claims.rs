@@ -182,7 +182,7 @@ pub async fn ack(
         Some(AckOutcome::LeaseLost) => Err(ApiError::LeaseLost),
         Some(AckOutcome::NotFound) => Err(ApiError::NotFound("no such job".into())),
         None => Err(ApiError::from(QueueError::Unknown(anyhow::anyhow!(
-            "the ack function answered nothing"
+            "the exchange function answered nothing for an ack"
         )))),
     }
 }

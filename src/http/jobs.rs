@@ -264,7 +264,9 @@ pub async fn enqueue(
         .await?
         .pop()
         .ok_or_else(|| {
-            QueueError::Unknown(anyhow::anyhow!("the enqueue function answered nothing"))
+            QueueError::Unknown(anyhow::anyhow!(
+                "the exchange function answered nothing for an enqueue"
+            ))
         })?;
     let created = enqueued.created;
     let mut view = JobView::new(queue, enqueued.job);

@@ -1,14 +1,15 @@
-//! The three operations whose requests are sent in batches (see `lane`):
-//! enqueue, claim (with the acks a worker sends along) and ack. Each turns
-//! its entries into one function call and the call's reply back into one
-//! answer per entry.
+//! The operations whose requests are sent in batches (see `lane`):
+//! enqueue, claim (with the acks a worker sends along) and ack. The
+//! requests of all three that arrive together on one queue go in one call
+//! of the `exchange` function, acks first, then enqueues, then claims; the
+//! call's reply becomes one answer per request.
 
 use std::sync::Arc;
 
 use deadpool_redis::redis::{FromRedisValue, Value};
 
 use super::job::{Job, JobState, Lease};
-use super::lane::Batch;
+use super::lane::{Batch, Lane};
 use super::library::{Function, LIBRARY};
 use super::record::new_id;
 use super::{AckOutcome, QueueError, Redis, Result};
@@ -17,7 +18,7 @@ use crate::queue::keys::QueueKeys;
 /// Due scheduled jobs a claim promotes before it takes its own.
 const CLAIM_PROMOTE_BATCH: u32 = 100;
 
-/// A job on its way to the enqueue function.
+/// A job on its way to the `exchange` function.
 #[derive(Debug)]
 pub(crate) struct OutgoingJob {
     pub(crate) id: String,
@@ -29,7 +30,7 @@ pub(crate) struct OutgoingJob {
     pub(crate) body: Vec<u8>,
 }
 
-/// What the enqueue function says of one request's jobs.
+/// What the `exchange` function says of one enqueue request's jobs.
 #[derive(Debug)]
 pub(crate) struct EnqueueReply {
     /// Redis's time of the enqueue.
@@ -39,62 +40,13 @@ pub(crate) struct EnqueueReply {
     pub(crate) known: Vec<Option<Job>>,
 }
 
-#[derive(Debug)]
-pub(crate) struct EnqueueBatch {
-    pub(crate) redis: Arc<Redis>,
-    pub(crate) keys: Arc<QueueKeys>,
-}
-
-impl Batch for EnqueueBatch {
-    type Entry = Vec<OutgoingJob>;
-    type Reply = EnqueueReply;
-
-    fn size(jobs: &Self::Entry) -> (usize, usize) {
-        (jobs.len(), jobs.iter().map(|job| job.body.len()).sum())
-    }
-
-    async fn call(&self, entries: &[Self::Entry]) -> Result<Vec<Result<EnqueueReply>>> {
-        let mut cmd = LIBRARY.call(Function::Enqueue, &self.keys);
-        cmd.arg(entries.len());
-        for jobs in entries {
-            cmd.arg(jobs.len());
-            for job in jobs {
-                cmd.arg(&job.id)
-                    .arg(job.priority)
-                    .arg(job.delay_ms)
-                    .arg(job.max_attempts)
-                    .arg(job.group.as_deref().unwrap_or(""))
-                    .arg(&job.body);
-            }
-        }
-        let (now_ms, replies): (i64, Vec<Vec<Value>>) = self.redis.query(&cmd).await?;
-        Ok(replies
-            .into_iter()
-            .map(|reply| {
-                let mut items = reply.into_iter();
-                let status = items.next().map(String::from_redis_value);
-                match status {
-                    Some(Ok(status)) if status == "OK" => {
-                        let known = items.map(known_job).collect::<Result<_>>()?;
-                        Ok(EnqueueReply { now_ms, known })
-                    }
-                    Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => {
-                        Err(QueueError::SequenceExhausted)
-                    }
-                    _ => Err(malformed("enqueue")),
-                }
-            })
-            .collect())
-    }
-}
-
 /// `1` for a created job, else the view of the one already known.
 fn known_job(item: Value) -> Result<Option<Job>> {
     match item {
         Value::Int(1) => Ok(None),
         view => Job::from_redis_value(view)
             .map(Some)
-            .map_err(|_| malformed("enqueue")),
+            .map_err(|_| malformed()),
     }
 }
 
@@ -129,8 +81,26 @@ pub enum Held {
     RateLimit(std::time::Duration),
 }
 
+/// One request on its way to the `exchange` function.
 #[derive(Debug)]
-pub(crate) struct ClaimBatch {
+pub(crate) enum Exchange {
+    Enqueue(Vec<OutgoingJob>),
+    Claim(ClaimEntry),
+    /// Ids and lease tokens.
+    Ack(Vec<(String, String)>),
+}
+
+/// What the `exchange` function answers one request.
+#[derive(Debug)]
+pub(crate) enum Exchanged {
+    Enqueued(EnqueueReply),
+    Claimed(Claimed),
+    Acked(Vec<AckOutcome>),
+}
+
+/// The acks, enqueues and claims of one queue.
+#[derive(Debug)]
+pub(crate) struct ExchangeBatch {
     pub(crate) redis: Arc<Redis>,
     pub(crate) keys: Arc<QueueKeys>,
     /// Share of handed-out jobs taken from the least urgent class, in
@@ -138,115 +108,212 @@ pub(crate) struct ClaimBatch {
     pub(crate) floor_ppm: u64,
 }
 
-/// The claim function's reply per request: ack statuses, then per leased
-/// job `{id, record, token}`.
-type RawClaim = (Vec<String>, Vec<(String, Vec<u8>, String)>);
+/// The function's reply: Redis's time; every ack's status, the claims'
+/// acks after the others; the enqueues' answers, one request after the
+/// other (a status, then an item per job when it is `OK`); the claims'
+/// (the number of jobs leased, then id, record and token per job); why the
+/// claims got fewer jobs than asked, and the wait for the next rate limit
+/// token.
+type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64);
 
-impl Batch for ClaimBatch {
-    type Entry = ClaimEntry;
-    type Reply = Claimed;
+impl Batch for ExchangeBatch {
+    type Entry = Exchange;
+    type Reply = Exchanged;
 
-    fn size(entry: &ClaimEntry) -> (usize, usize) {
-        let acks = entry.acks.iter().map(|(id, token)| id.len() + token.len());
-        (
-            entry.max_jobs as usize + entry.acks.len(),
-            entry.worker.len() + acks.sum::<usize>(),
-        )
+    fn size(entry: &Exchange) -> (usize, usize) {
+        let leases = |leases: &[(String, String)]| {
+            leases
+                .iter()
+                .map(|(id, token)| id.len() + token.len())
+                .sum::<usize>()
+        };
+        match entry {
+            Exchange::Enqueue(jobs) => (jobs.len(), jobs.iter().map(|job| job.body.len()).sum()),
+            Exchange::Claim(claim) => (
+                claim.max_jobs as usize + claim.acks.len(),
+                claim.worker.len() + leases(&claim.acks),
+            ),
+            Exchange::Ack(acks) => (acks.len(), leases(acks)),
+        }
     }
 
-    async fn call(&self, entries: &[ClaimEntry]) -> Result<Vec<Result<Claimed>>> {
-        let mut cmd = LIBRARY.call(Function::Claim, &self.keys);
+    async fn call(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
+        let mut acks = Vec::new();
+        let mut enqueues = Vec::new();
+        let mut claims = Vec::new();
+        for entry in entries {
+            match entry {
+                Exchange::Ack(leases) => acks.extend(leases),
+                Exchange::Enqueue(jobs) => enqueues.push(jobs),
+                Exchange::Claim(claim) => claims.push(claim),
+            }
+        }
+        let mut cmd = LIBRARY.call(Function::Exchange, &self.keys);
         cmd.arg(CLAIM_PROMOTE_BATCH)
             .arg(self.floor_ppm)
-            .arg(new_id())
-            .arg(entries.len());
-        for entry in entries {
-            cmd.arg(entry.lease_ms)
-                .arg(entry.max_jobs)
-                .arg(&entry.worker)
-                .arg(entry.acks.len());
-            for (id, token) in &entry.acks {
+            .arg(new_id());
+        cmd.arg(acks.len());
+        for (id, token) in acks {
+            cmd.arg(id).arg(token);
+        }
+        cmd.arg(enqueues.len());
+        for jobs in enqueues {
+            cmd.arg(jobs.len());
+            for job in jobs {
+                cmd.arg(&job.id)
+                    .arg(job.priority)
+                    .arg(job.delay_ms)
+                    .arg(job.max_attempts)
+                    .arg(job.group.as_deref().unwrap_or(""))
+                    .arg(&job.body);
+            }
+        }
+        cmd.arg(claims.len());
+        for claim in &claims {
+            cmd.arg(claim.lease_ms)
+                .arg(claim.max_jobs)
+                .arg(&claim.worker)
+                .arg(claim.acks.len());
+            for (id, token) in &claim.acks {
                 cmd.arg(id).arg(token);
             }
         }
-        let (now_ms, replies, held, wait_ms): (i64, Vec<RawClaim>, String, u64) =
+        let (now_ms, statuses, enqueued, claimed, held, wait_ms): RawExchange =
             self.redis.query(&cmd).await?;
         let held = match held.as_str() {
             "paused" => Some(Held::Paused),
             "max_in_flight" => Some(Held::MaxInFlight),
             "rate_limit" => Some(Held::RateLimit(std::time::Duration::from_millis(wait_ms))),
             "" => None,
-            _ => return Err(malformed("claim")),
+            _ => return Err(malformed()),
         };
-        Ok(entries
+        // The claims' acks come after the others'.
+        let ack_requests: usize = entries
             .iter()
-            .zip(replies)
-            .map(|(entry, (acks, jobs))| {
-                let acked = acks
-                    .iter()
-                    .map(|status| AckOutcome::parse(status))
-                    .collect::<Result<_>>()?;
-                let expires_at_ms = now_ms + i64::try_from(entry.lease_ms).unwrap_or(i64::MAX);
-                let jobs = jobs
-                    .into_iter()
-                    .map(|(id, record, token)| {
-                        let lease = Lease {
-                            token,
-                            worker: (!entry.worker.is_empty()).then(|| entry.worker.clone()),
-                            expires_at_ms,
-                        };
-                        let state = JobState::Processing;
-                        Job::from_record(id, &record, state, None, Some(lease))
-                            .ok_or_else(|| malformed("claim"))
-                    })
-                    .collect::<Result<_>>()?;
-                Ok(Claimed { acked, jobs, held })
+            .map(|entry| match entry {
+                Exchange::Ack(leases) => leases.len(),
+                _ => 0,
             })
-            .collect())
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct AckBatch {
-    pub(crate) redis: Arc<Redis>,
-    pub(crate) keys: Arc<QueueKeys>,
-}
-
-impl Batch for AckBatch {
-    /// Ids and lease tokens.
-    type Entry = Vec<(String, String)>;
-    type Reply = Vec<AckOutcome>;
-
-    fn size(leases: &Self::Entry) -> (usize, usize) {
-        let bytes = leases.iter().map(|(id, token)| id.len() + token.len());
-        (leases.len(), bytes.sum())
-    }
-
-    async fn call(&self, entries: &[Self::Entry]) -> Result<Vec<Result<Vec<AckOutcome>>>> {
-        let mut cmd = LIBRARY.call(Function::Ack, &self.keys);
-        for (id, token) in entries.iter().flatten() {
-            cmd.arg(id).arg(token);
-        }
-        let statuses: Vec<String> = self.redis.query(&cmd).await?;
-        if statuses.len() != entries.iter().map(Vec::len).sum::<usize>() {
-            return Err(malformed("ack"));
-        }
-        let mut statuses = statuses.iter();
-        Ok(entries
+            .sum();
+        let (ack_statuses, claim_statuses) = statuses.split_at(ack_requests.min(statuses.len()));
+        let mut ack_statuses = ack_statuses.iter();
+        let mut claim_statuses = claim_statuses.iter();
+        let mut enqueued = enqueued.into_iter();
+        let mut claimed = claimed.into_iter();
+        let answers = entries
             .iter()
-            .map(|leases| {
-                statuses
-                    .by_ref()
-                    .take(leases.len())
-                    .map(|status| AckOutcome::parse(status))
-                    .collect()
+            .map(|entry| match entry {
+                Exchange::Ack(leases) => {
+                    outcomes(&mut ack_statuses, leases.len()).map(Exchanged::Acked)
+                }
+                Exchange::Enqueue(jobs) => {
+                    enqueue_outcome(now_ms, &mut enqueued, jobs.len()).map(Exchanged::Enqueued)
+                }
+                Exchange::Claim(claim) => {
+                    let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
+                    claim_outcome(claim, now_ms, &mut claimed, acked, held).map(Exchanged::Claimed)
+                }
             })
-            .collect())
+            .collect();
+        if ack_statuses.next().is_some()
+            || claim_statuses.next().is_some()
+            || enqueued.next().is_some()
+            || claimed.next().is_some()
+        {
+            return Err(malformed());
+        }
+        Ok(answers)
     }
 }
 
-fn malformed(function: &str) -> QueueError {
+/// The next `n` ack statuses.
+fn outcomes<'a>(
+    statuses: &mut impl Iterator<Item = &'a String>,
+    n: usize,
+) -> Result<Vec<AckOutcome>> {
+    (0..n)
+        .map(|_| AckOutcome::parse(statuses.next().ok_or_else(malformed)?))
+        .collect()
+}
+
+/// The next enqueue request's answer: a status, then, when it is `OK`, an
+/// item per job (`jobs` of them).
+fn enqueue_outcome(
+    now_ms: i64,
+    items: &mut impl Iterator<Item = Value>,
+    jobs: usize,
+) -> Result<EnqueueReply> {
+    let status = items.next().map(String::from_redis_value);
+    match status {
+        Some(Ok(status)) if status == "OK" => {
+            let known = (0..jobs)
+                .map(|_| known_job(items.next().ok_or_else(malformed)?))
+                .collect::<Result<_>>()?;
+            Ok(EnqueueReply { now_ms, known })
+        }
+        Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
+        _ => Err(malformed()),
+    }
+}
+
+/// The next claim request's answer: the number of jobs leased to it, then
+/// id, record and lease token per job.
+fn claim_outcome(
+    claim: &ClaimEntry,
+    now_ms: i64,
+    items: &mut impl Iterator<Item = Value>,
+    acked: Vec<AckOutcome>,
+    held: Option<Held>,
+) -> Result<Claimed> {
+    let mut next = || items.next().ok_or_else(malformed);
+    let count = usize::from_redis_value(next()?).map_err(|_| malformed())?;
+    let expires_at_ms = now_ms + i64::try_from(claim.lease_ms).unwrap_or(i64::MAX);
+    let jobs = (0..count)
+        .map(|_| {
+            let id = String::from_redis_value(next()?).map_err(|_| malformed())?;
+            let record = Vec::<u8>::from_redis_value(next()?).map_err(|_| malformed())?;
+            let token = String::from_redis_value(next()?).map_err(|_| malformed())?;
+            let lease = Lease {
+                token,
+                worker: (!claim.worker.is_empty()).then(|| claim.worker.clone()),
+                expires_at_ms,
+            };
+            Job::from_record(id, &record, JobState::Processing, None, Some(lease))
+                .ok_or_else(malformed)
+        })
+        .collect::<Result<_>>()?;
+    Ok(Claimed { acked, jobs, held })
+}
+
+/// The typed way into a queue's lane.
+impl Lane<ExchangeBatch> {
+    pub(crate) async fn enqueue(self: &Arc<Self>, jobs: Vec<OutgoingJob>) -> Result<EnqueueReply> {
+        match self.submit(Exchange::Enqueue(jobs)).await? {
+            Exchanged::Enqueued(reply) => Ok(reply),
+            _ => Err(malformed()),
+        }
+    }
+
+    pub(crate) async fn claim(self: &Arc<Self>, claim: ClaimEntry) -> Result<Claimed> {
+        match self.submit(Exchange::Claim(claim)).await? {
+            Exchanged::Claimed(claimed) => Ok(claimed),
+            _ => Err(malformed()),
+        }
+    }
+
+    pub(crate) async fn ack(
+        self: &Arc<Self>,
+        leases: Vec<(String, String)>,
+    ) -> Result<Vec<AckOutcome>> {
+        match self.submit(Exchange::Ack(leases)).await? {
+            Exchanged::Acked(outcomes) => Ok(outcomes),
+            _ => Err(malformed()),
+        }
+    }
+}
+
+fn malformed() -> QueueError {
     QueueError::Unknown(anyhow::anyhow!(
-        "the {function} function answered something unexpected"
+        "the exchange function answered something unexpected"
     ))
 }

@@ -15,12 +15,14 @@ use deadpool_redis::redis::{self, Cmd, RedisError};
 
 use super::keys::{Key, QueueKeys};
 
-/// The helpers first, then one file per function.
-const FILES: [&str; 16] = [
+/// The helpers first, then the parts of `exchange`, then one file per
+/// function.
+const FILES: [&str; 17] = [
     include_str!("../../lua/library.lua"),
+    include_str!("../../lua/ack.lua"),
     include_str!("../../lua/enqueue.lua"),
     include_str!("../../lua/claim.lua"),
-    include_str!("../../lua/ack.lua"),
+    include_str!("../../lua/exchange.lua"),
     include_str!("../../lua/extend.lua"),
     include_str!("../../lua/nack.lua"),
     include_str!("../../lua/sweep.lua"),
@@ -38,9 +40,7 @@ const FILES: [&str; 16] = [
 /// A function of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Function {
-    Enqueue,
-    Claim,
-    Ack,
+    Exchange,
     Extend,
     Nack,
     Sweep,
@@ -56,10 +56,8 @@ pub enum Function {
 }
 
 impl Function {
-    const ALL: [Self; 15] = [
-        Self::Enqueue,
-        Self::Claim,
-        Self::Ack,
+    const ALL: [Self; 13] = [
+        Self::Exchange,
         Self::Extend,
         Self::Nack,
         Self::Sweep,
@@ -76,9 +74,7 @@ impl Function {
 
     fn stem(self) -> &'static str {
         match self {
-            Self::Enqueue => "enqueue",
-            Self::Claim => "claim",
-            Self::Ack => "ack",
+            Self::Exchange => "exchange",
             Self::Extend => "extend",
             Self::Nack => "nack",
             Self::Sweep => "sweep",
@@ -98,13 +94,9 @@ impl Function {
     fn keys(self) -> &'static [Key] {
         use Key::*;
         match self {
-            Self::Enqueue | Self::Nack | Self::Sweep => &[
+            Self::Exchange | Self::Nack | Self::Sweep => &[
                 Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups,
             ],
-            Self::Claim => &[
-                Pending, Scheduled, Processing, Jobs, Leases, Meta, Weights, Groups,
-            ],
-            Self::Ack => &[Pending, Processing, Jobs, Leases, Meta, Groups],
             Self::Extend => &[Processing, Jobs, Leases],
             Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases],
             Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups],
@@ -131,9 +123,7 @@ impl Function {
     /// them.
     fn leading_args(self) -> (bool, bool) {
         match self {
-            Self::Enqueue | Self::Claim | Self::Ack | Self::Nack | Self::Sweep | Self::Requeue => {
-                (true, true)
-            }
+            Self::Exchange | Self::Nack | Self::Sweep | Self::Requeue => (true, true),
             Self::Delete => (false, true),
             Self::Configure => (true, false),
             Self::Extend

@@ -1,7 +1,7 @@
 //! The queue's semantics over Redis: one function per operation, each one
 //! call of a Redis function (`library`). Enqueues, claims and acks of one
-//! queue are sent in batches when they arrive together (`lane`). No HTTP
-//! types in here.
+//! queue are sent together, in one call, when they arrive together
+//! (`lane`, `batches`). No HTTP types in here.
 
 mod backend;
 mod batches;
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
-use batches::{AckBatch, ClaimBatch, ClaimEntry, EnqueueBatch, OutgoingJob};
+use batches::{ClaimEntry, ExchangeBatch, OutgoingJob};
 pub use batches::{Claimed, Held};
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
@@ -329,15 +329,13 @@ impl QueueCounters {
     }
 }
 
-/// What this instance keeps per queue: key names, counters, and the lanes
-/// of the batched operations.
+/// What this instance keeps per queue: key names, counters, and the lane
+/// of its enqueues, claims and acks.
 #[derive(Debug)]
 struct QueueLanes {
     keys: Arc<QueueKeys>,
     counters: QueueCounters,
-    enqueue: Arc<Lane<EnqueueBatch>>,
-    claim: Arc<Lane<ClaimBatch>>,
-    ack: Arc<Lane<AckBatch>>,
+    lane: Arc<Lane<ExchangeBatch>>,
 }
 
 /// prioq's queues in one Redis.
@@ -376,44 +374,20 @@ impl Broker {
             lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
         }
         let keys = Arc::new(QueueKeys::new(&self.config.key_prefix, queue));
-        let timeout = self.config.redis_timeout;
-        let redis = &self.redis;
-        let metrics = |operation: &'static str| {
-            let labels = [
-                ("queue", queue.to_owned()),
-                ("operation", operation.to_owned()),
-            ];
-            LaneMetrics {
-                waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
-                calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
-            }
-        };
+        let labels = [("queue", queue.to_owned())];
         let lane = Arc::new(QueueLanes {
             counters: QueueCounters::new(queue),
-            enqueue: Arc::new(Lane::new(
-                EnqueueBatch {
-                    redis: Arc::clone(redis),
-                    keys: Arc::clone(&keys),
-                },
-                timeout,
-                metrics("enqueue"),
-            )),
-            claim: Arc::new(Lane::new(
-                ClaimBatch {
-                    redis: Arc::clone(redis),
+            lane: Arc::new(Lane::new(
+                ExchangeBatch {
+                    redis: Arc::clone(&self.redis),
                     keys: Arc::clone(&keys),
                     floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
                 },
-                timeout,
-                metrics("claim"),
-            )),
-            ack: Arc::new(Lane::new(
-                AckBatch {
-                    redis: Arc::clone(redis),
-                    keys: Arc::clone(&keys),
+                self.config.redis_timeout,
+                LaneMetrics {
+                    waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
+                    calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
                 },
-                timeout,
-                metrics("ack"),
             )),
             keys,
         });
@@ -437,7 +411,7 @@ impl Broker {
         let ids: Vec<String> = outgoing.iter().map(|job| job.id.clone()).collect();
         self.register(queue).await?;
         let lanes = self.lanes(queue);
-        let reply = lanes.enqueue.submit(outgoing).await?;
+        let reply = lanes.lane.enqueue(outgoing).await?;
         let now = reply.now_ms;
         let enqueued: Vec<Enqueued> = jobs
             .into_iter()
@@ -498,7 +472,7 @@ impl Broker {
             acks,
         };
         if options.wait.is_zero() {
-            let claimed = lanes.claim.submit(entry(options.acks.clone())).await?;
+            let claimed = lanes.lane.claim(entry(options.acks.clone())).await?;
             count_claim(&lanes.counters, &claimed);
             return Ok(claimed);
         }
@@ -512,7 +486,7 @@ impl Broker {
             let woken = signal.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let claimed = match lanes.claim.submit(entry(std::mem::take(&mut acks))).await {
+            let claimed = match lanes.lane.claim(entry(std::mem::take(&mut acks))).await {
                 Ok(claimed) => claimed,
                 // The acks went through on an earlier look: say so, with
                 // no jobs, rather than hide them behind the error.
@@ -554,7 +528,7 @@ impl Broker {
     /// Acknowledges finished jobs, each on its own terms.
     pub async fn ack(&self, queue: &str, leases: Vec<(String, String)>) -> Result<Vec<AckOutcome>> {
         let lanes = self.lanes(queue);
-        let outcomes = lanes.ack.submit(leases).await?;
+        let outcomes = lanes.lane.ack(leases).await?;
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
         lanes.counters.acked.increment(acked as u64);
         Ok(outcomes)

@@ -104,7 +104,7 @@ pub fn score(priority: u8, tag: u64) -> f64 {
 }
 
 /// The part of a record prioq writes at enqueue, after the header the
-/// enqueue function puts in front.
+/// `exchange` function puts in front.
 pub fn body(task: &str, args: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(3 + task.len() + args.len());
     write_varint(&mut out, task.len() as u64);

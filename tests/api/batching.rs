@@ -1,4 +1,4 @@
-//! Group commit: requests of one operation on one queue that arrive while a
+//! Group commit: enqueues, claims and acks on one queue that arrive while a
 //! call is in flight go to Redis together, each answered as it would have
 //! been alone. Each test holds the first call inside a private Redis
 //! (`CLIENT PAUSE WRITE`), lets the others queue up behind it, and counts
@@ -31,8 +31,8 @@ async fn private_app() -> (RedisServer, TestApp) {
     (server, app)
 }
 
-/// The instance's `prioq_requests_waiting` for `queue` and `operation`.
-async fn requests_waiting(app: &TestApp, queue: &str, operation: &str) -> f64 {
+/// The instance's `prioq_requests_waiting` for `queue`.
+async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
     let text = app
         .http
         .get(app.url("/metrics"))
@@ -42,13 +42,10 @@ async fn requests_waiting(app: &TestApp, queue: &str, operation: &str) -> f64 {
         .text()
         .await
         .expect("text");
-    let labels = [
-        format!("queue=\"{queue}\""),
-        format!("operation=\"{operation}\""),
-    ];
+    let label = format!("queue=\"{queue}\"");
     text.lines()
         .filter(|line| line.starts_with("prioq_requests_waiting{"))
-        .find(|line| labels.iter().all(|label| line.contains(label.as_str())))
+        .find(|line| line.contains(label.as_str()))
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
         .unwrap_or(0.0)
@@ -79,7 +76,6 @@ async fn held_then_queued(
     server: &RedisServer,
     app: &TestApp,
     queue: &str,
-    operation: &str,
     first: (String, Value),
     rest: Vec<(String, Value)>,
 ) -> (Vec<crate::helpers::Answer>, u64) {
@@ -109,7 +105,7 @@ async fn held_then_queued(
         until(
             Duration::from_secs(10),
             "the others queue behind it",
-            || async { requests_waiting(app, queue, operation).await >= queued as f64 },
+            || async { requests_waiting(app, queue).await >= queued as f64 },
         )
         .await;
         redis::cmd("CLIENT")
@@ -149,15 +145,8 @@ async fn concurrent_enqueues_go_in_one_call_each_answered_on_its_own() {
         .collect();
     // One of them repeats a known id: it alone answers 200.
     rest.push((url.clone(), json!({"task": "t", "id": "known"})));
-    let (answers, calls) = held_then_queued(
-        &server,
-        &app,
-        "q",
-        "enqueue",
-        (url, json!({"task": "first"})),
-        rest,
-    )
-    .await;
+    let (answers, calls) =
+        held_then_queued(&server, &app, "q", (url, json!({"task": "first"})), rest).await;
     assert_eq!(calls, 2, "the held call, then one for all the others");
     assert_eq!(answers[0].status, StatusCode::CREATED);
     for (n, answer) in answers[1..=QUEUED].iter().enumerate() {
@@ -194,15 +183,8 @@ async fn concurrent_claims_go_in_one_call_each_with_its_own_jobs_and_lease() {
             (url.clone(), body)
         })
         .collect();
-    let (answers, calls) = held_then_queued(
-        &server,
-        &app,
-        "q",
-        "claim",
-        (url, json!({"worker": "first"})),
-        rest,
-    )
-    .await;
+    let (answers, calls) =
+        held_then_queued(&server, &app, "q", (url, json!({"worker": "first"})), rest).await;
     assert_eq!(calls, 2, "the held call, then one for all the others");
     let mut ids = BTreeSet::new();
     let mut tokens = BTreeSet::new();
@@ -267,7 +249,6 @@ async fn concurrent_acks_go_in_one_call_each_with_its_own_outcome() {
         &server,
         &app,
         "q",
-        "ack",
         ack(&leased[0], &leased[0]["lease_token"]),
         rest,
     )
@@ -285,6 +266,97 @@ async fn concurrent_acks_go_in_one_call_each_with_its_own_outcome() {
     for (n, job) in leased[1..].iter().enumerate() {
         let now = app.job("q", job["id"].as_str().expect("id")).await;
         let expected = if n % 3 == 0 {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::OK
+        };
+        assert_eq!(now.status, expected, "job {n}: {now:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_acks_enqueues_and_claims_go_in_one_call_each_answered_on_its_own() {
+    let (server, app) = private_app().await;
+    let jobs: Vec<Value> = (0..10)
+        .map(|n| json!({"task": "t", "id": format!("old-{n}")}))
+        .collect();
+    let answer = app
+        .post(app.queue_url("q", "/jobs/batch"), json!({"jobs": jobs}))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let leased = app.claim("q", json!({"max_jobs": 10})).await;
+    assert_eq!(leased.len(), 10);
+    // Acks with the right token on even jobs and a stale one on odd jobs;
+    // ten new jobs; ten claims of one job each.
+    let mut rest: Vec<(String, Value)> = leased
+        .iter()
+        .enumerate()
+        .map(|(n, job)| {
+            let id = job["id"].as_str().expect("id");
+            let token = if n % 2 == 0 {
+                job["lease_token"].clone()
+            } else {
+                json!("stale")
+            };
+            (
+                app.queue_url("q", &format!("/jobs/{id}/ack")),
+                json!({"lease_token": token}),
+            )
+        })
+        .collect();
+    rest.extend((0..10).map(|n| {
+        (
+            app.queue_url("q", "/jobs"),
+            json!({"task": "t", "id": format!("new-{n}")}),
+        )
+    }));
+    rest.extend((0..10).map(|n| {
+        (
+            app.queue_url("q", "/claim"),
+            json!({"worker": format!("w-{n}")}),
+        )
+    }));
+    let first = (
+        app.queue_url("q", "/jobs"),
+        json!({"task": "t", "id": "first"}),
+    );
+    let (answers, calls) = held_then_queued(&server, &app, "q", first, rest).await;
+    assert_eq!(calls, 2, "the held call, then one for all the others");
+    assert_eq!(answers[0].status, StatusCode::CREATED);
+    for (n, answer) in answers[1..=10].iter().enumerate() {
+        let expected = if n % 2 == 0 {
+            StatusCode::NO_CONTENT
+        } else {
+            StatusCode::CONFLICT
+        };
+        assert_eq!(answer.status, expected, "ack {n}: {answer:?}");
+    }
+    for answer in &answers[11..=20] {
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    }
+    // The claims took the jobs enqueued before them, oldest first: `first`
+    // and nine of the ten new ones, each once.
+    let mut claimed = BTreeSet::new();
+    for (n, answer) in answers[21..].iter().enumerate() {
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let jobs = answer.body["jobs"].as_array().expect("jobs");
+        assert_eq!(jobs.len(), 1, "claim {n}: {answer:?}");
+        assert_eq!(jobs[0]["worker"], format!("w-{n}"));
+        assert!(
+            claimed.insert(text(&jobs[0]["id"])),
+            "a job handed out twice"
+        );
+    }
+    assert!(claimed.contains("first"), "{claimed:?}");
+    let stats = app.stats("q").await;
+    assert_eq!(
+        (stats["pending"].clone(), stats["processing"].clone()),
+        (json!(1), json!(15)),
+        "{stats}"
+    );
+    for (n, job) in leased.iter().enumerate() {
+        let now = app.job("q", job["id"].as_str().expect("id")).await;
+        let expected = if n % 2 == 0 {
             StatusCode::NOT_FOUND
         } else {
             StatusCode::OK

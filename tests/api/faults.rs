@@ -1794,10 +1794,17 @@ async fn client_pause_all_answers_503_in_time_and_applies_each_request_whole_or_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn client_pause_write_answers_503_in_time_and_runs_every_held_script_afterwards() {
-    let applied = stalled_requests_apply_whole_or_not_at_all("WRITE").await;
-    // Each script reached Redis and waited there: every one ran once Redis
-    // resumed, though the client had its 503 long before.
-    assert!(applied.values().all(|a| *a), "{applied:?}");
+    let outcomes = stalled_requests_apply_whole_or_not_at_all("WRITE").await;
+    // Each script that reached Redis waited there and ran once Redis
+    // resumed, though the client had its 503 long before; a request queued
+    // behind a held call of its queue was refused unsent, and said so.
+    for (what, (applied, said_no_effect)) in &outcomes {
+        assert!(applied ^ said_no_effect, "{what}: {outcomes:?}");
+    }
+    // The first of the queue's batched requests and the two unbatched ones
+    // were sent.
+    let applied = outcomes.values().filter(|(applied, _)| *applied).count();
+    assert!(applied >= 3, "{outcomes:?}");
 }
 
 /// Redis paused in `mode` while an enqueue, a claim, an ack, a nack, an
@@ -1806,11 +1813,11 @@ async fn client_pause_write_answers_503_in_time_and_runs_every_held_script_after
 /// `backend_unavailable` within the configured timeout (500 ms here) plus
 /// a margin; once Redis resumes, each request has taken effect whole or
 /// not at all, one whose 503 said "no effect" has none, and the client's
-/// retries (same id, same token) settle everything. Returns which writes
-/// took effect.
+/// retries (same id, same token) settle everything. Returns, per write,
+/// whether it took effect and whether its 503 said it had none.
 async fn stalled_requests_apply_whole_or_not_at_all(
     mode: &'static str,
-) -> BTreeMap<&'static str, bool> {
+) -> BTreeMap<&'static str, (bool, bool)> {
     let server = RedisServer::start();
     let mut config = test_config();
     config.redis_url = server.url();
@@ -2017,7 +2024,10 @@ async fn stalled_requests_apply_whole_or_not_at_all(
             ("new", "pending")
         ]),
     );
-    applied
+    answers
+        .iter()
+        .map(|(what, answer)| (*what, (applied[what], answer.said_no_effect())))
+        .collect()
 }
 
 /// Runs every script the stall tests use once, on another queue, so that

@@ -1,0 +1,42 @@
+-- exchange: applies the acks, enqueues and claims that reached one
+-- instance for one queue together, in that order, and answers each request
+-- as it would have been answered alone: acks only remove leased jobs,
+-- enqueues only add, and claims only take pending jobs, so the requests
+-- that were all in flight at once may go in any order. One call, one read
+-- of the queue's state and one write of it, whatever the mix (see the ack,
+-- enqueue and claim parts). Due scheduled jobs are promoted first when the
+-- call claims.
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
+--   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
+--   million of jobs handed out, ARGV[5] lease token prefix, then the acks'
+--   section, the enqueues' and the claims'.
+-- Returns: {now, the acks' answers (the claims' acks after the others),
+--   the enqueues' answers, the claims' answers, why the claims got fewer
+--   jobs than asked, ms until the next rate limit token}; each part's
+--   answers one request after the other in one flat list.
+redis.register_function('exchange_' .. VERSION, function(keys, argv)
+  local q = {
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
+    wake = argv[1], group_prefix = argv[2],
+  }
+  local acks = {}
+  local at = read_acks(argv, 6, acks)
+  local enqueues
+  enqueues, at = read_enqueues(argv, at)
+  local claims = read_claims(argv, at, acks)
+
+  local c = context(q, enqueues.fields)
+  local now = now_ms()
+  local statuses = ack_all(c, acks, 1, #acks)
+  local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
+  enqueue_all(c, argv, enqueues, now, enqueued)
+  if #claims > 0 then
+    promote_due(c, now, tonumber(argv[3]))
+    limited, wait_ms = claim_all(c, argv, claims, now, tonumber(argv[4]), argv[5], claimed)
+  end
+  settle(c)
+  return {now, statuses, enqueued, claimed, limited, wait_ms}
+end)
