@@ -99,6 +99,7 @@ pub struct Args {
     pub wake_rounds: usize,
     pub idle_polls: usize,
     pub idle_window: Duration,
+    pub neighbour: Duration,
     pub prioq_env: Vec<(String, String)>,
 }
 
@@ -125,6 +126,7 @@ cargo bench --bench load -- [flags]
   --wake-rounds N       cross-instance long-poll rounds (default 200; 0 skips)
   --idle-polls N        idle long polls for the idle cost (default 100; 0 skips)
   --idle-window SECS    measuring window of the idle cost (default 10)
+  --neighbour SECS      noisy-neighbour run per side (default 5; quick 2; 0 skips)
   --prioq-env K=V       extra environment for prioq (repeatable), e.g. RUST_LOG=warn";
 
 fn parse_count(s: &str) -> Result<u64> {
@@ -177,6 +179,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         wake_rounds: if quick { 50 } else { 200 },
         idle_polls: 100,
         idle_window: Duration::from_secs(if quick { 5 } else { 10 }),
+        neighbour: Duration::from_secs(if quick { 2 } else { 5 }),
         prioq_env: Vec::new(),
     };
     let mut it = argv.iter();
@@ -226,6 +229,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--wake-rounds" => args.wake_rounds = usize::try_from(parse_count(&value()?)?)?,
             "--idle-polls" => args.idle_polls = usize::try_from(parse_count(&value()?)?)?,
             "--idle-window" => args.idle_window = parse_secs(&value()?)?,
+            "--neighbour" => args.neighbour = parse_secs(&value()?)?,
             "--prioq-env" => {
                 let kv = value()?;
                 let (k, v) = kv

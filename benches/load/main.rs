@@ -30,6 +30,7 @@
 //! - `http1`, `h2`: the lean HTTP/1.1 client and the HTTP/2 client.
 //! - `http_load`: what each HTTP client does per operation.
 //! - `long_poll`: wake-up latency across instances, idle long-poll cost.
+//! - `neighbour`: a trickling group's wait next to a flooding one.
 //! - `bullmq`: BullMQ end to end (`bench/bullmq/e2e.mjs`).
 //! - `report`: targets, JSON, markdown, SVG.
 
@@ -42,6 +43,7 @@ mod jobs;
 mod keeper;
 mod long_poll;
 mod measure;
+mod neighbour;
 mod procs;
 mod raw;
 mod redis_stats;
@@ -299,6 +301,31 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         }
         drop(prioq_b);
     }
+    let mut neighbour = None;
+    if !args.neighbour.is_zero() {
+        let n = neighbour::run(&http_client, &base_a, args.neighbour.as_secs_f64()).await?;
+        println!(
+            "# noisy neighbour: the trickling group's enqueue to claim p50 {:.1} ms, p99 {:.1} ms with groups ({} unclaimed of {}); p50 {:.1} ms, p99 {:.1} ms without ({} unclaimed of {})",
+            n.grouped.trickle.p50_ms,
+            n.grouped.trickle.p99_ms,
+            n.grouped.unclaimed,
+            n.grouped.trickled,
+            n.plain.trickle.p50_ms,
+            n.plain.trickle.p99_ms,
+            n.plain.unclaimed,
+            n.plain.trickled
+        );
+        neighbour = Some(n);
+        for queue in neighbour::QUEUES {
+            let keys = QueueKeys::new(prefix, queue);
+            raw::unlink_queue(&mut con, &keys).await?;
+            let mut groups = redis::cmd("UNLINK");
+            for group in neighbour::GROUPS {
+                groups.arg(keys.group(group));
+            }
+            groups.query_async::<i64>(&mut con).await?;
+        }
+    }
     drop(prioq_a);
 
     let bullmq = if args.bullmq {
@@ -328,6 +355,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         runs,
         wake,
         idle,
+        neighbour,
         bullmq,
         targets: Vec::new(),
     };

@@ -14,6 +14,7 @@ use crate::http_load::worker_split;
 use crate::jobs::{BATCH, PAYLOAD_BYTES, PRIORITY, TASK};
 use crate::long_poll::{IdleResult, WakeResult};
 use crate::measure::RunRecord;
+use crate::neighbour::NeighbourResult;
 use crate::procs::Pinning;
 use crate::raw;
 
@@ -61,6 +62,7 @@ pub struct Results {
     pub runs: Vec<RunRecord>,
     pub wake: Option<WakeResult>,
     pub idle: Option<IdleResult>,
+    pub neighbour: Option<NeighbourResult>,
     pub bullmq: BullmqResult,
     pub targets: Vec<Target>,
 }
@@ -506,6 +508,29 @@ pub fn targets(results: &Results) -> Vec<Target> {
                 i.commands_per_s_per_poll, i.function_calls_per_s_per_poll, i.polls
             ),
             met: Some(i.commands_per_s_per_poll <= 1.05),
+        });
+    }
+    if let Some(n) = &results.neighbour {
+        let (g, p) = (&n.grouped, &n.plain);
+        out.push(Target {
+            target: format!(
+                "noisy neighbour: a group trickling one job per 20 ms next to a group flooding batches ({} s a side): its jobs wait (enqueue to claim, p99) at most a tenth as long with groups as without",
+                n.seconds
+            ),
+            measured: format!(
+                "with groups p50 {:.1} ms, p99 {:.1} ms ({} of {} unclaimed); without p50 {:.1} ms, p99 {:.1} ms ({} of {} unclaimed; {} flood jobs enqueued, {} claimed)",
+                g.trickle.p50_ms,
+                g.trickle.p99_ms,
+                g.unclaimed,
+                g.trickled,
+                p.trickle.p50_ms,
+                p.trickle.p99_ms,
+                p.unclaimed,
+                p.trickled,
+                p.flooded,
+                p.claimed
+            ),
+            met: Some(g.trickle.p99_ms * 10.0 <= p.trickle.p99_ms),
         });
     }
     out
