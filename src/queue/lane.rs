@@ -113,26 +113,31 @@ impl<B: Batch> Lane<B> {
             // goes away cannot cancel a call that carries others.
             tokio::spawn(Arc::clone(self).drive());
         }
-        match tokio::time::timeout_at(deadline, answer).await {
+        let mut answer = answer;
+        match tokio::time::timeout_at(deadline, &mut answer).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err(QueueError::Unknown(anyhow::anyhow!(
                 "the call carrying the request ended without an answer"
             ))),
             Err(_) => {
+                // Under the lock, which `drive` holds while it takes
+                // entries and while it refuses them: the entry still waits
+                // (never sent), or its answer came just now (a refusal or
+                // the call's reply), or it is in a call still in flight.
                 let mut state = self.state();
                 let queued = state.waiting.iter().position(|w| w.ticket == ticket);
-                Err(match queued.and_then(|at| state.waiting.remove(at)) {
-                    Some(_) => {
-                        self.metrics.waiting.decrement(1);
-                        QueueError::Unavailable(anyhow::anyhow!(
-                            "Redis did not answer within {:?}; the request was never sent",
-                            self.timeout
-                        ))
-                    }
-                    None => QueueError::Unknown(anyhow::anyhow!(
+                if queued.and_then(|at| state.waiting.remove(at)).is_some() {
+                    self.metrics.waiting.decrement(1);
+                    return Err(QueueError::Unavailable(anyhow::anyhow!(
+                        "Redis did not answer within {:?}; the request was never sent",
+                        self.timeout
+                    )));
+                }
+                answer.try_recv().unwrap_or_else(|_| {
+                    Err(QueueError::Unknown(anyhow::anyhow!(
                         "Redis did not answer within {:?}",
                         self.timeout
-                    )),
+                    )))
                 })
             }
         }
@@ -182,9 +187,11 @@ impl<B: Batch> Lane<B> {
                     // Redis did not serve this call: what waited behind it
                     // is refused unsent rather than piled into a Redis that
                     // is down or stalled.
-                    let refused = std::mem::take(&mut self.state().waiting);
-                    self.metrics.waiting.decrement(refused.len() as f64);
-                    for waiter in refused {
+                    // Answered under the lock, so that a request whose own
+                    // deadline comes meanwhile finds its refusal.
+                    let mut state = self.state();
+                    self.metrics.waiting.decrement(state.waiting.len() as f64);
+                    for waiter in state.waiting.drain(..) {
                         let _ = waiter
                             .reply
                             .send(Err(QueueError::Unavailable(anyhow::anyhow!(
