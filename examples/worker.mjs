@@ -3,11 +3,13 @@
 // fetch.
 //
 // It claims one job at a time, extends the job's lease every third of the
-// lease while the job runs (a heartbeat), and nacks the job with the error
-// when its task throws. When the task resolves, the ack goes with the next
-// claim, which then does not wait (wait_ms 0) so the ack's outcome is known
-// at once: a busy worker sends one request per job. When that claim finds
-// nothing, the worker long-polls (wait_ms 10000) until a job comes.
+// lease while the job runs (a heartbeat, which also carries the task's
+// latest progress report, at once when the task reports), and nacks the job
+// with the error when its task throws. When the task resolves, the ack goes
+// with the next claim, carrying what the task resolved to as the job's
+// result; that claim does not wait (wait_ms 0), so the ack's outcome is
+// known at once: a busy worker sends one request per job. When that claim
+// finds nothing, the worker long-polls (wait_ms 10000) until a job comes.
 // On SIGTERM or Ctrl-C it stops claiming, finishes the job in hand (and
 // nacks it, or acks it on its own), and exits 0.
 //
@@ -20,15 +22,27 @@
 //   PRIOQ_LEASE_MS  the lease of each job, default 30000
 //   PRIOQ_WORKER    the name shown as the job's worker, default host-pid
 //
-// Put your own tasks in TASKS: a task takes the job's args and resolves,
-// or throws to fail the job.
+// Put your own tasks in TASKS: a task takes the job's args and a `report`
+// function (call it with any JSON value to show how far the job got), and
+// resolves to the job's result (any JSON value, kept while the queue
+// retains completed jobs) or throws to fail the job.
 
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const TASKS = {
-  echo: async (args) => console.log(`  echo ${JSON.stringify(args)}`),
-  sleep: (args) => sleep(args.ms ?? 1000),
+  echo: async (args) => {
+    console.log(`  echo ${JSON.stringify(args)}`);
+    return args;
+  },
+  sleep: async (args, report) => {
+    const total = args.ms ?? 1000;
+    for (let step = 1; step <= 10; step += 1) {
+      await sleep(total / 10);
+      report({ slept_ms: Math.floor((total * step) / 10), of_ms: total });
+    }
+    return { slept_ms: total };
+  },
   fail: async (args) => {
     throw new Error(args.message ?? "task 'fail' always fails");
   },
@@ -104,7 +118,7 @@ function retryDelayMs(attempts) {
 async function run() {
   console.log(`worker ${worker} polling ${queue}`);
   const claim = { worker, lease_ms: leaseMs, max_jobs: 1, wait_ms: WAIT_MS };
-  let pending = null; // { id, lease_token } of the job done last: acked with the next claim
+  let pending = null; // { id, lease_token, result } of the job done last: acked with the next claim
   let sent = 0; // claims sent that carry it
   let failures = 0;
   while (!stop.signal.aborted) {
@@ -135,7 +149,8 @@ async function run() {
   }
   if (pending) {
     const path = `/jobs/${encodeURIComponent(pending.id)}`;
-    await finish(path, pending.id, 'ack', { lease_token: pending.lease_token }, `acked ${pending.id}`, sent);
+    const { id, ...body } = pending;
+    await finish(path, id, 'ack', body, `acked ${id}`, sent);
   }
   console.log('stopped');
 }
@@ -149,40 +164,54 @@ function reportAck(id, result, sent) {
   }
 }
 
-/** Runs the job; resolves to { id, lease_token } when it is to be acked, else null. */
+/**
+ * Runs the job; resolves to { id, lease_token, result } when it is to be
+ * acked, else null.
+ */
 async function handle(job) {
   const path = `/jobs/${encodeURIComponent(job.id)}`;
   console.log(`claimed ${job.id} (${job.task})`);
   let lost = false;
   let beating = Promise.resolve();
-  const beat = setInterval(() => {
-    beating = post(`${path}/extend`, { lease_token: job.lease_token, lease_ms: leaseMs }, { timeoutMs: leaseMs / 3 })
+  let progress; // the task's latest report, sent with the next beat
+  const beat = () => {
+    if (lost) return;
+    const body = { lease_token: job.lease_token, lease_ms: leaseMs };
+    if (progress !== undefined) body.progress = progress;
+    progress = undefined;
+    beating = beating.then(() => post(`${path}/extend`, body, { timeoutMs: leaseMs / 3 }))
       .catch((error) => {
         if (error instanceof Gone) {
           console.log(`lease lost on ${job.id} (${error.message}): another worker may have it`);
           lost = true;
-          clearInterval(beat);
+          clearInterval(beats);
         } else {
-          // The lease still runs; the next beat tries again.
+          // The lease still runs; the next beat tries again (the report is dropped).
           console.log(`heartbeat for ${job.id} failed, retrying: ${error.message}`);
         }
       });
-  }, leaseMs / 3);
+  };
+  const beats = setInterval(beat, leaseMs / 3);
+  const report = (value) => {
+    progress = value;
+    beat();
+  };
   let failure;
+  let result;
   try {
     const task = TASKS[job.task];
     if (!task) throw new Error(`no task named ${JSON.stringify(job.task)} in this worker`);
-    await task(job.args);
+    result = await task(job.args, report);
   } catch (error) {
     failure = `${error?.name ?? 'Error'}: ${error?.message ?? error}`;
   } finally {
-    clearInterval(beat);
+    clearInterval(beats);
     await beating;
   }
   if (lost) {
     console.log(`dropped ${job.id}: lease lost`);
   } else if (failure === undefined) {
-    return { id: job.id, lease_token: job.lease_token };
+    return { id: job.id, lease_token: job.lease_token, ...(result === undefined ? {} : { result }) };
   } else {
     const body = { lease_token: job.lease_token, error: failure.slice(0, 2000), delay_ms: retryDelayMs(job.attempts) };
     await finish(path, job.id, 'nack', body, `nacked ${job.id}: ${failure}`);

@@ -2,10 +2,12 @@
 """A prioq worker in Python, standard library only.
 
 It claims one job at a time, extends the job's lease every third of the
-lease while the job runs (a heartbeat), and nacks the job with the error
-when its task raises. When the task returns, the ack goes with the next
-claim, which then does not wait (wait_ms 0) so the ack's outcome is known
-at once: a busy worker sends one request per job. When that claim finds
+lease while the job runs (a heartbeat, which also carries the task's
+latest progress report, at once when the task reports), and nacks the job
+with the error when its task raises. When the task returns, the ack goes
+with the next claim, carrying what the task returned as the job's result;
+that claim does not wait (wait_ms 0), so the ack's outcome is known at
+once: a busy worker sends one request per job. When that claim finds
 nothing, the worker long-polls (wait_ms 10000) until a job comes.
 On SIGTERM or Ctrl-C it stops claiming, finishes the job in hand (and
 nacks it, or acks it on its own), and exits 0.
@@ -19,8 +21,10 @@ Environment:
     PRIOQ_LEASE_MS  the lease of each job, default 30000
     PRIOQ_WORKER    the name shown as the job's worker, default host-pid
 
-Put your own tasks in TASKS: a task takes the job's args and returns, or
-raises to fail the job.
+Put your own tasks in TASKS: a task takes the job's args and a `report`
+function (call it with any JSON value to show how far the job got), and
+returns the job's result (any JSON value, kept while the queue retains
+completed jobs) or raises to fail the job.
 """
 
 import json
@@ -36,15 +40,20 @@ import urllib.parse
 import urllib.request
 
 
-def echo(args):
+def echo(args, report):
     print(f"  echo {json.dumps(args)}", flush=True)
+    return args
 
 
-def sleep(args):
-    time.sleep(args.get("ms", 1000) / 1000)
+def sleep(args, report):
+    total = args.get("ms", 1000)
+    for step in range(1, 11):
+        time.sleep(total / 10_000)
+        report({"slept_ms": total * step // 10, "of_ms": total})
+    return {"slept_ms": total}
 
 
-def fail(args):
+def fail(args, report):
     raise RuntimeError(args.get("message", "task 'fail' always fails"))
 
 
@@ -148,7 +157,7 @@ class Worker:
     def run(self):
         log(f"worker {self.name} polling {self.queue}")
         claim = {"worker": self.name, "lease_ms": self.lease_ms, "max_jobs": 1, "wait_ms": WAIT_MS}
-        pending = None  # (id, lease_token) of the job done last: acked with the next claim
+        pending = None  # (id, lease_token, result) of the job done last: acked with the next claim
         sent = 0  # claims sent that carry it
         failures = 0
         try:
@@ -156,7 +165,7 @@ class Worker:
                 body = claim
                 if pending:
                     # No wait: the ack's outcome comes back at once.
-                    body = dict(claim, wait_ms=0, ack=[{"id": pending[0], "lease_token": pending[1]}])
+                    body = dict(claim, wait_ms=0, ack=[ack_entry(*pending)])
                     sent += 1
                 self.idle = True
                 try:
@@ -180,35 +189,34 @@ class Worker:
         except Shutdown:
             pass
         if pending:
-            job_id, token = pending
+            job_id = pending[0]
             path = f"/jobs/{urllib.parse.quote(job_id, safe='')}"
-            self.finish(path, job_id, "ack", {"lease_token": token}, f"acked {job_id}", sent)
+            body = ack_entry(*pending)
+            del body["id"]
+            self.finish(path, job_id, "ack", body, f"acked {job_id}", sent)
         log("stopped")
 
     def handle(self, job):
-        """Runs the job; answers (id, lease_token) when it is to be acked, else None."""
+        """Runs the job; answers (id, lease_token, result) when it is to be acked, else None."""
         job_id, token = job["id"], job["lease_token"]
         path = f"/jobs/{urllib.parse.quote(job_id, safe='')}"
         log(f"claimed {job_id} ({job['task']})")
-        lost = threading.Event()
-        done = threading.Event()
-        beat = threading.Thread(target=self.heartbeat, args=(path, job_id, token, lost, done), daemon=True)
+        beat = Heartbeat(self, path, job_id, token)
         beat.start()
         try:
             task = TASKS.get(job["task"])
             if task is None:
                 raise LookupError(f"no task named {job['task']!r} in this worker")
-            task(job["args"])
+            result = task(job["args"], beat.report)
             error = None
         except Exception as failure:  # the task's failure, whatever it is, fails the job
             error = f"{type(failure).__name__}: {failure}"
         finally:
-            done.set()
-            beat.join()
-        if lost.is_set():
+            beat.stop()
+        if beat.lost:
             log(f"dropped {job_id}: lease lost")
         elif error is None:
-            return job_id, token
+            return job_id, token, result
         else:
             body = {"lease_token": token, "error": error[:2000], "delay_ms": retry_delay_ms(job["attempts"])}
             self.finish(path, job_id, "nack", body, f"nacked {job_id}: {error}")
@@ -220,20 +228,6 @@ class Worker:
             log(f"acked {job_id}")  # a 404 on a retry: an earlier try went through
         else:
             log(f"dropped {job_id}: {result.get('code', result['status'])} (the lease ended before the ack)")
-
-    def heartbeat(self, path, job_id, token, lost, done):
-        """Extends the lease every third of it until the job is done or the lease is lost."""
-        interval = self.lease_ms / 3000
-        while not done.wait(interval):
-            try:
-                self.client.post(f"{path}/extend", {"lease_token": token, "lease_ms": self.lease_ms}, timeout=interval)
-            except Gone as error:
-                log(f"lease lost on {job_id} ({error}): another worker may have it")
-                lost.set()
-                return
-            except (Unavailable, Unauthorized, Refused) as error:
-                # The lease still runs; the next beat tries again.
-                log(f"heartbeat for {job_id} failed, retrying: {error}")
 
     def finish(self, path, job_id, verb, body, message, sent=0):
         """Acks or nacks, retrying while prioq is unavailable; the same token is safe to resend.
@@ -255,6 +249,61 @@ class Worker:
                 log(f"{verb} of {job_id} failed, retrying: {error}")
                 time.sleep(backoff(attempt))
         log(f"gave up on the {verb} of {job_id}: the job runs again once its lease runs out")
+
+
+def ack_entry(job_id, token, result):
+    """An ack of the job, with its result when the task returned one."""
+    entry = {"id": job_id, "lease_token": token}
+    if result is not None:
+        entry["result"] = result
+    return entry
+
+
+class Heartbeat(threading.Thread):
+    """Extends a job's lease every third of it, and at once when the task reports progress,
+    until the job is done or the lease is lost."""
+
+    def __init__(self, worker, path, job_id, token):
+        super().__init__(daemon=True)
+        self.worker, self.path, self.job_id, self.token = worker, path, job_id, token
+        self.poke = threading.Event()  # a report to send, or the end
+        self.done = False
+        self.lost = False
+        self.progress = None
+        self.lock = threading.Lock()
+
+    def report(self, progress):
+        """Called by the task: sends `progress` (any JSON value) with a heartbeat now."""
+        with self.lock:
+            self.progress = progress
+        self.poke.set()
+
+    def stop(self):
+        self.done = True
+        self.poke.set()
+        self.join()
+
+    def run(self):
+        interval = self.worker.lease_ms / 3000
+        while True:
+            self.poke.wait(interval)
+            self.poke.clear()
+            if self.done:
+                return
+            body = {"lease_token": self.token, "lease_ms": self.worker.lease_ms}
+            with self.lock:
+                progress, self.progress = self.progress, None
+            if progress is not None:
+                body["progress"] = progress
+            try:
+                self.worker.client.post(f"{self.path}/extend", body, timeout=interval)
+            except Gone as error:
+                log(f"lease lost on {self.job_id} ({error}): another worker may have it")
+                self.lost = True
+                return
+            except (Unavailable, Unauthorized, Refused) as error:
+                # The lease still runs; the next beat tries again (the report is dropped).
+                log(f"heartbeat for {self.job_id} failed, retrying: {error}")
 
 
 def main():

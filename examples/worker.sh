@@ -2,14 +2,15 @@
 # A prioq worker in bash, with curl and jq.
 #
 # It claims one job at a time, extends the job's lease every third of the
-# lease while the job runs (a heartbeat, in the background), and nacks the
-# job with the task's last line of stderr when the task fails. When the
-# task succeeds, the ack goes with the next claim, which then does not wait
-# (wait_ms 0) so the ack's outcome is known at once: a busy worker sends one
-# request per job. When that claim finds nothing, the worker long-polls
-# (wait_ms 10000) until a job comes. On SIGTERM or Ctrl-C it stops
-# claiming, finishes the job in hand (and nacks it, or acks it on its own),
-# and exits 0.
+# lease while the job runs (a heartbeat, in the background, which also
+# carries the task's latest progress report within a second of it), and
+# nacks the job with the task's last line of stderr when the task fails.
+# When the task succeeds, the ack goes with the next claim, carrying the
+# task's result; that claim does not wait (wait_ms 0), so the ack's outcome
+# is known at once: a busy worker sends one request per job. When that
+# claim finds nothing, the worker long-polls (wait_ms 10000) until a job
+# comes. On SIGTERM or Ctrl-C it stops claiming, finishes the job in hand
+# (and nacks it, or acks it on its own), and exits 0.
 #
 #   PRIOQ_URL=http://127.0.0.1:8080 PRIOQ_QUEUE=emails examples/worker.sh
 #
@@ -21,14 +22,26 @@
 #   PRIOQ_WORKER    the name shown as the job's worker, default host-pid
 #
 # Put your own tasks in run_task: it gets the task's name and its args as
-# JSON, and fails the job by exiting non-zero.
+# JSON, may show how far it got with `report JSON` and give the job a
+# result with `result JSON` (kept while the queue retains completed jobs),
+# and fails the job by exiting non-zero.
 set -uo pipefail
 
 run_task() {
-  local task="$1" args="$2"
+  local task="$1" args="$2" ms step
   case "$task" in
-    echo) echo "  echo $args" ;;
-    sleep) sleep "$(jq -r '(.ms // 1000) / 1000' <<<"$args")" ;;
+    echo)
+      echo "  echo $args"
+      result "$args"
+      ;;
+    sleep)
+      ms="$(jq -r '.ms // 1000' <<<"$args")"
+      for step in 1 2 3 4 5 6 7 8 9 10; do
+        sleep "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 10000 }')"
+        report "{\"slept_ms\": $((ms * step / 10)), \"of_ms\": $ms}"
+      done
+      result "{\"slept_ms\": $ms}"
+      ;;
     fail)
       jq -r ".message // \"task 'fail' always fails\"" <<<"$args" >&2
       return 1
@@ -141,18 +154,38 @@ fatal() {
   exit 1
 }
 
+# report JSON: the task's progress, sent with the next heartbeat.
+report() {
+  jq -c . <<<"$1" >"$work/progress.new" 2>/dev/null && mv "$work/progress.new" "$work/progress"
+}
+
+# result JSON: the job's result, sent with its ack.
+result() {
+  jq -c . <<<"$1" >"$work/result" 2>/dev/null || rm -f "$work/result"
+}
+
 # Extends the lease of job $1 (lease token $2) every third of the lease,
-# until the lease is lost. Runs in the background and stops by itself if
-# the worker dies. The worker ends it with SIGKILL: a subshell that catches
-# a signal right after it starts may run the worker's own trap instead of
-# dying. What it leaves behind (a sleep, a curl) ends within a beat and
-# holds no output open.
+# and within a second of a progress report, until the lease is lost. Runs
+# in the background and stops by itself if the worker dies. The worker
+# ends it with SIGKILL: a subshell that catches a signal right after it
+# starts may run the worker's own trap instead of dying. What it leaves
+# behind (a sleep, a curl) ends within a beat and holds no output open.
 heartbeat() {
-  local id="$1" path body
+  local id="$1" path body progress waited=0 step_ms=$((lease_ms / 3 < 1000 ? lease_ms / 3 : 1000))
   path="/jobs/$(uri "$id")/extend"
-  body="$(jq -nc --arg token "$2" --argjson lease "$lease_ms" '{lease_token: $token, lease_ms: $lease}')"
   while kill -0 "$$" 2>/dev/null; do
-    sleep "$beat_seconds" >/dev/null 2>&1
+    sleep "$(awk -v ms="$step_ms" 'BEGIN { printf "%.3f", ms / 1000 }')" >/dev/null 2>&1
+    waited=$((waited + step_ms))
+    progress=""
+    if [ -e "$work/progress" ]; then
+      progress="$(cat "$work/progress")"
+      rm -f "$work/progress"
+    elif [ "$waited" -lt $((lease_ms / 3)) ]; then
+      continue
+    fi
+    waited=0
+    body="$(jq -nc --arg token "$2" --argjson lease "$lease_ms" --arg progress "$progress" \
+      '{lease_token: $token, lease_ms: $lease} + (if $progress == "" then {} else {progress: ($progress | fromjson)} end)')"
     post "$path" "$body" "$beat_seconds"
     case "$status" in
       200) ;;
@@ -197,13 +230,14 @@ finish() {
   echo "gave up on the $verb of $id: the job runs again once its lease runs out"
 }
 
-# Runs a job; sets pending_id and pending_token when it is to be acked.
+# Runs a job; sets pending_id, pending_token and pending_result when it is
+# to be acked.
 handle() {
   local job="$1" id task args token attempts beat result=0 error body
   IFS=$'\t' read -r id task token attempts < <(jq -r '[.id, .task, .lease_token, .attempts] | @tsv' <<<"$job")
   args="$(jq -c .args <<<"$job")"
   echo "claimed $id ($task)"
-  rm -f "$work/lost"
+  rm -f "$work/lost" "$work/progress" "$work/result"
   heartbeat "$id" "$token" &
   beat=$!
   run_task "$task" "$args" 2>"$work/task-error" || result=$?
@@ -214,6 +248,7 @@ handle() {
   elif [ "$result" = 0 ]; then
     pending_id="$id"
     pending_token="$token"
+    pending_result="$(cat "$work/result" 2>/dev/null)"
   else
     error="$(tail -n 1 "$work/task-error" | cut -c 1-2000)"
     [ -n "$error" ] || error="task $task exited with status $result"
@@ -236,19 +271,25 @@ report_ack() {
   fi
 }
 
+# The pending job's ack: id, lease token, and its result when it has one.
+ack_entry() {
+  jq -nc --arg id "$pending_id" --arg token "$pending_token" --arg result "$pending_result" \
+    '{id: $id, lease_token: $token} + (if $result == "" then {} else {result: ($result | fromjson)} end)'
+}
+
 echo "worker $worker polling $PRIOQ_QUEUE"
 claim="$(jq -nc --arg worker "$worker" --argjson lease "$lease_ms" --argjson wait "$wait_ms" \
   '{worker: $worker, lease_ms: $lease, max_jobs: 1, wait_ms: $wait}')"
-pending_id=""    # the job done last: acked with the next claim
-pending_token="" # its lease token
+pending_id=""     # the job done last: acked with the next claim
+pending_token=""  # its lease token
+pending_result="" # its result ("" for none)
 sent=0           # claims sent that carry it
 failures=0
 while [ "$stopping" = 0 ]; do
   body="$claim"
   if [ -n "$pending_id" ]; then
     # No wait: the ack's outcome comes back at once.
-    body="$(jq -c --arg id "$pending_id" --arg token "$pending_token" \
-      '.wait_ms = 0 | .ack = [{id: $id, lease_token: $token}]' <<<"$claim")"
+    body="$(jq -c --argjson ack "$(ack_entry)" '.wait_ms = 0 | .ack = [$ack]' <<<"$claim")"
     sent=$((sent + 1))
   fi
   idle=1
@@ -282,7 +323,7 @@ while [ "$stopping" = 0 ]; do
   esac
 done
 if [ -n "$pending_id" ]; then
-  finish ack "$pending_id" "$(jq -nc --arg token "$pending_token" '{lease_token: $token}')" "acked $pending_id" "$sent"
+  finish ack "$pending_id" "$(ack_entry | jq -c 'del(.id)')" "acked $pending_id" "$sent"
 fi
 rm -rf "$work"
 echo "stopped"

@@ -1,16 +1,17 @@
 -- The ack part of `exchange`: acknowledges finished jobs; each one with its
 -- current lease token is deleted with everything kept about it (see
 -- `ack_all`).
--- Its section of ARGV: the number of acks, then an id and a lease token
--- per ack. The claims' acks come after these.
+-- Its section of ARGV: the number of acks, then per ack an id, a lease
+-- token and a result (JSON, '' for none). The claims' acks come after
+-- these.
 -- Answers one status per ack, the claims' after these: 'OK', 'LEASE_LOST'
 -- (the token is not the job's current lease) or 'NOT_FOUND' (no such
 -- job).
 
--- Reads the section that starts at `at` into `acks` (id, token pairs).
--- Answers where the next section starts.
+-- Reads the section that starts at `at` into `acks` (id, token, result
+-- triples). Answers where the next section starts.
 local function read_acks(argv, at, acks)
-  local last = at + 2 * tonumber(argv[at])
+  local last = at + 3 * tonumber(argv[at])
   for i = at + 1, last do
     acks[#acks + 1] = argv[i]
   end

@@ -6,9 +6,9 @@
 -- group is at its cap goes back to its group set. The jobs handed out are
 -- those a claim per request would have taken, one after the other.
 -- Its section of ARGV: the number of requests, then per request lease_ms,
--- max_jobs, worker ('' for none), number of acks, and an id and a lease
--- token per ack (the acks go with the call's other acks, before any job
--- is handed out).
+-- max_jobs, worker ('' for none), number of acks, and an id, a lease token
+-- and a result ('' for none) per ack (the acks go with the call's other
+-- acks, before any job is handed out).
 -- Answers, one request after the other, the number of jobs leased to it
 -- and then id, record and lease token per job; and why fewer jobs than
 -- asked were handed out: '' (none waiting, or all handed out), 'paused',
@@ -98,7 +98,8 @@ local function take_jobs(c, wanted, handed, ppm)
 end
 
 -- Reads the section that starts at `at`: where each request's lease_ms
--- is in ARGV; its acks go at the end of `acks` (id, token pairs). Answers
+-- is in ARGV; its acks go at the end of `acks` (id, token, result
+-- triples). Answers
 -- those places and where the next section starts.
 local function read_claims(argv, at, acks)
   local requests, count = {}, tonumber(argv[at])
@@ -107,10 +108,10 @@ local function read_claims(argv, at, acks)
     requests[r] = at
     local n = tonumber(argv[at + 3])
     at = at + 4
-    for i = at, at + 2 * n - 1 do
+    for i = at, at + 3 * n - 1 do
       acks[#acks + 1] = argv[i]
     end
-    at = at + 2 * n
+    at = at + 3 * n
   end
   return requests, at
 end
@@ -160,10 +161,11 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, out)
     out[#out + 1] = count
     for n = next, next + count - 1 do
       local id, token = taken[n], token_prefix .. '-' .. n
+      local retain = retain_of(records[n])
       deadlines[#deadlines + 1] = deadline
       deadlines[#deadlines + 1] = id
       leases[#leases + 1] = id
-      leases[#leases + 1] = token .. ':' .. worker
+      leases[#leases + 1] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
       out[#out + 1] = id
       out[#out + 1] = records[n]
       out[#out + 1] = token

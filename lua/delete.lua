@@ -1,42 +1,51 @@
--- delete: deletes a job that nobody is working on. A group's head that is
--- deleted is replaced by the group's next job.
--- KEYS: pending, scheduled, processing, dead, jobs, meta, groups
--- ARGV[1] group key prefix, ARGV[2] id, ARGV[3] 'dead' to delete only a
---   dead job, 'any' otherwise
+-- delete: deletes a job that nobody is working on, completed ones
+-- included. A group's head that is deleted is replaced by the group's next
+-- job.
+-- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
+--   completed, results, progress
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
+--   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
 redis.register_function('delete_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    meta = keys[6], groups = keys[7], group_prefix = argv[1],
+    meta = keys[6], groups = keys[7], leases = keys[8], completed = keys[9], results = keys[10],
+    progress = keys[11], wake = argv[1], group_prefix = argv[2],
   }
-  local id = argv[2]
+  local id = argv[3]
   local record = redis.call('HGET', q.jobs, id)
   if not record then fail('NOT_FOUND') end
-  if argv[3] == 'dead' then
+  if argv[4] == 'dead' then
     if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
   elseif redis.call('ZSCORE', q.processing, id) then
     fail('CONFLICT')
   end
-  local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
-  local group = group_of(record)
-  if waiting and group then
-    local c = context(q)
-    local prio = decode(record).prio
-    count_waiting(c, group, -1)
-    if redis.call('ZREM', q.pending, id) == 1 then
-      -- The head's successor takes its place: pending did not go from
-      -- empty to not empty, nobody needs waking.
-      c.was_empty = false
-      refill_head(c, group, prio)
-    elseif redis.call('ZREM', group_key(c, group), id) == 1 then
-      add(c, fields_of(prio).backlog, -1)
-    end
-    settle(c)
+  local c = context(q)
+  if redis.call('ZREM', q.completed, id) == 1 then
+    redis.call('HDEL', q.results, id)
+    redis.call('HDEL', q.leases, id)
   else
-    redis.call('ZREM', q.pending, id)
+    local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
+    local group = group_of(record)
+    if waiting and group then
+      local prio = decode(record).prio
+      count_waiting(c, group, -1)
+      if redis.call('ZREM', q.pending, id) == 1 then
+        -- The head's successor takes its place: pending did not go from
+        -- empty to not empty, nobody needs waking.
+        c.was_empty = false
+        refill_head(c, group, prio)
+      elseif redis.call('ZREM', group_key(c, group), id) == 1 then
+        add(c, fields_of(prio).backlog, -1)
+      end
+    else
+      redis.call('ZREM', q.pending, id)
+    end
   end
   redis.call('HDEL', q.jobs, id)
+  ended(c, {id}, now_ms())
+  settle(c)
   return 1
 end)

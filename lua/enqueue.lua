@@ -2,14 +2,15 @@
 -- request is answered on its own; the writes of all of them go in one
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
--- number of jobs and six ARGV per job: id, priority, delay_ms,
--- max_attempts, group ('' for none), body (see the record layout).
+-- number of jobs and seven ARGV per job: id, priority, delay_ms,
+-- max_attempts, group ('' for none), retain_ms once acked ('' for the
+-- queue's), body (see the record layout).
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created, else the view of the job already known
 -- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it: the request wrote nothing
 -- and has no jobs.
-local PER_JOB = 6
+local PER_JOB = 7
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
 -- where its jobs start in ARGV, how many, and the number of jobs before
@@ -63,11 +64,14 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         w.created[id] = true
         local prio, delay, max = tonumber(argv[base + 1]), tonumber(argv[base + 2]), tonumber(argv[base + 3])
         local group = argv[base + 4] ~= '' and argv[base + 4] or nil
-        -- flags, priority, attempts 0, max_attempts, enqueued_at, delay, group
+        local retain = tonumber(argv[base + 5]) or c.retain
+        -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
+        -- group, retention
         records[#records + 1] = id
-        records[#records + 1] = small_varint(group and HAS_GROUP or 0) .. small_varint(prio) .. '\0'
-          .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
-          .. (group and (small_varint(#group) .. group) or '') .. argv[base + 5]
+        records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0))
+          .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
+          .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
+          .. argv[base + 6]
         if delay > 0 then
           w.scheduled[#w.scheduled + 1] = ms(now + delay)
           w.scheduled[#w.scheduled + 1] = id

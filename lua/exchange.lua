@@ -7,7 +7,7 @@
 -- enqueue and claim parts). Due scheduled jobs are promoted first when the
 -- call claims.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups
+--   groups, completed, results, progress
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
 --   million of jobs handed out, ARGV[5] lease token prefix, then the acks'
@@ -19,8 +19,8 @@
 redis.register_function('exchange_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
-    wake = argv[1], group_prefix = argv[2],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
+    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
   }
   local acks = {}
   local at = read_acks(argv, 6, acks)
@@ -30,7 +30,7 @@ redis.register_function('exchange_' .. VERSION, function(keys, argv)
 
   local c = context(q, enqueues.fields)
   local now = now_ms()
-  local statuses = ack_all(c, acks, 1, #acks)
+  local statuses = ack_all(c, acks, 1, #acks, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
   if #claims > 0 then

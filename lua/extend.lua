@@ -1,14 +1,22 @@
--- extend: moves a lease's deadline to now + lease_ms; the token stays.
--- KEYS: processing, jobs, leases
--- ARGV[1] id, ARGV[2] lease token, ARGV[3] lease_ms
--- Returns: {id, record, 'processing', deadline, lease}
+-- extend: moves a lease's deadline to now + lease_ms; the token stays. A
+-- progress report, when given, replaces the job's last one.
+-- KEYS: scheduled, processing, dead, jobs, leases, completed, results,
+--   progress, meta
+-- ARGV[1] id, ARGV[2] lease token, ARGV[3] lease_ms, ARGV[4] progress
+--   (JSON, '' for none)
+-- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST
 redis.register_function('extend_' .. VERSION, function(keys, argv)
-  local q = {processing = keys[1], jobs = keys[2], leases = keys[3]}
+  local q = {
+    scheduled = keys[1], processing = keys[2], dead = keys[3], jobs = keys[4], leases = keys[5],
+    completed = keys[6], results = keys[7], progress = keys[8], meta = keys[9],
+  }
   local id = argv[1]
   local lease, problem = current_lease(q, id, argv[2])
   if not lease then fail(problem) end
-  local deadline = ms(now_ms() + tonumber(argv[3]))
-  redis.call('ZADD', q.processing, 'XX', deadline, id)
-  return {id, redis.call('HGET', q.jobs, id), 'processing', deadline, lease}
+  redis.call('ZADD', q.processing, 'XX', ms(now_ms() + tonumber(argv[3])), id)
+  if argv[4] ~= '' and redis.call('HSET', q.progress, id, argv[4]) == 1 then
+    redis.call('HINCRBY', q.meta, 'progress', 1)
+  end
+  return view(q, id)
 end)

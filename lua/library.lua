@@ -12,7 +12,15 @@
 --   processing zset   id -> lease deadline (ms)
 --   dead       zset   id -> dead_at (ms)
 --   jobs       hash   id -> record (below)
---   leases     hash   id -> "token:worker" while the job is processing
+--   leases     hash   id -> the job's lease: "token:worker" while it is
+--                     processing, "token/<retain ms>:worker" when it is
+--                     to be kept once acked, "token/done:worker" once it
+--                     is completed (the token that completed it)
+--   completed  zset   id -> the end of its retention (ms), for jobs acked
+--                     with retention
+--   results    hash   id -> "<completed_at ms>:<result JSON>" of completed
+--                     jobs ('' for no result)
+--   progress   hash   id -> the latest progress JSON its worker reported
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -29,6 +37,12 @@
 --                     b:<priority>: jobs of the class waiting in group sets
 --                     i:<group>: the named group's jobs processing; i: all
 --                       named groups' together
+--                     retain_ms: the retention of jobs enqueued without
+--                       one (a setting)
+--                     progress: the entries in `progress`, so that jobs
+--                       ending need not look there when it is empty
+--                     w: until when (ms) a wait for a job may be running
+--                       on some instance: ended jobs are published then
 --   weights    hash   group -> weight (groups weighing 1 are left out)
 --   groups     zset   group -> its jobs waiting, for every named group with
 --                     jobs waiting or processing
@@ -36,8 +50,10 @@
 -- holds the group's waiting jobs other than its heads. Group keys are named
 -- from the group inside the functions: they share the queue's hash tag, so
 -- they live in the slot of the declared keys.
--- `q.wake` is the queue's wake-up channel and `q.group_prefix` the prefix
--- of its group keys (arguments, not keys).
+-- `q.wake` is the queue's wake-up channel, `<prefix>:{<queue>}:wake`, and
+-- `q.group_prefix` the prefix of its group keys (arguments, not keys). Its
+-- `done` channel, the same with `done` for `wake`, hears the ids of jobs
+-- that ended (acked, dead-lettered, deleted) while a wait may be running.
 -- Times are Redis TIME in milliseconds, never an instance's clock.
 --
 -- Fair order (start-time fair queuing). A job of group g entering class p
@@ -60,7 +76,8 @@
 --   flags, priority, attempts, max_attempts, enqueued_at,
 --   ready_at - enqueued_at (when the job last became pending, or its run_at)
 -- then, when flags has bit 1, the last error, and when it has bit 2, the
--- group: each its length (varint) and text; then the body, which prioq
+-- group: each its length (varint) and text; when it has bit 4, the
+-- retention once acked (ms, varint); then the body, which prioq
 -- writes and no function reads: the task's length in bytes (varint), the
 -- task, the args as sent.
 --
@@ -71,7 +88,7 @@
 -- A score's fraction holds 2^44 tag units next to an 8-bit priority: 8 + 44
 -- bits stay exact in a float64.
 local SPAN = 17592186044416
-local HAS_ERROR, HAS_GROUP = 1, 2
+local HAS_ERROR, HAS_GROUP, HAS_RETAIN = 1, 2, 4
 local NONE = {}
 
 -- The names of a class's fields in `meta`, made once per class: a number
@@ -162,13 +179,14 @@ local function decode(record)
   local flags = fields[1]
   if flags % 2 == 1 then job.error, pos = read_text(record, pos) end
   if math.floor(flags / 2) % 2 == 1 then job.group, pos = read_text(record, pos) end
+  if math.floor(flags / 4) % 2 == 1 then job.retain, pos = read_varint(record, pos) end
   job.body = string.sub(record, pos)
   return job
 end
 
 local function encode(job)
   local bytes, texts = {}, {}
-  put_varint(bytes, (job.error and HAS_ERROR or 0) + (job.group and HAS_GROUP or 0))
+  put_varint(bytes, (job.error and HAS_ERROR or 0) + (job.group and HAS_GROUP or 0) + (job.retain and HAS_RETAIN or 0))
   put_varint(bytes, job.prio)
   put_varint(bytes, job.attempts)
   put_varint(bytes, job.max)
@@ -181,14 +199,22 @@ local function encode(job)
       texts[#texts + 1] = text
     end
   end
+  if job.retain then texts[#texts + 1] = varint(job.retain) end
   texts[#texts + 1] = job.body
   return table.concat(texts)
 end
 
 -- The group of a record, or nil, without decoding the rest.
 local function group_of(record)
-  if string.byte(record, 1) < HAS_GROUP then return nil end
+  if math.floor(string.byte(record, 1) / 2) % 2 == 0 then return nil end
   return decode(record).group
+end
+
+-- How long a job of a record is kept once acked (ms; 0: not at all),
+-- without decoding the rest.
+local function retain_of(record)
+  if math.floor(string.byte(record, 1) / 4) % 2 == 0 then return 0 end
+  return decode(record).retain
 end
 
 -- The score of a job of class `prio` with tag `tag`: behind every job of
@@ -217,11 +243,11 @@ local function context(q, more)
   more = more or NONE
   local values = redis.call(
     'HMGET', q.meta, 'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight',
-    'max_weight', 'floor', 'i:', unpack(more)
+    'max_weight', 'retain_ms', 'floor', 'i:', 'progress', 'w', unpack(more)
   )
-  local meta = {floor = values[7], ['i:'] = values[8]}
+  local meta = {floor = values[8], ['i:'] = values[9], progress = values[10], w = values[11]}
   for i, field in ipairs(more) do
-    meta[field] = values[8 + i]
+    meta[field] = values[11 + i]
   end
   return {
     q = q,
@@ -233,10 +259,14 @@ local function context(q, more)
     burst = tonumber(values[4]),
     group_cap = tonumber(values[5]),
     step = tonumber(values[6]) or 1,
+    retain = tonumber(values[7]) or 0,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.
     weights = nil,
     waiting_of = nil,
+    -- Jobs that ended, and when, for those waiting on them.
+    ended = nil,
+    ended_at = nil,
   }
 end
 
@@ -466,6 +496,20 @@ local function leave_processing(c, group)
   if was_capped then restore_heads(c, group) end
 end
 
+-- Jobs `ids` ended at `now` (acked, dead-lettered, deleted): their
+-- progress goes, and those waiting on them hear of it at `settle`.
+local function ended(c, ids, now)
+  if #ids == 0 then return end
+  if number(c, 'progress') > 0 then
+    add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
+  end
+  c.ended = c.ended or {}
+  for _, id in ipairs(ids) do
+    c.ended[#c.ended + 1] = id
+  end
+  c.ended_at = now
+end
+
 -- A number as `meta` keeps it: whole ones as integers (a quicker
 -- conversion), tags with a fraction exactly.
 local function number_text(n)
@@ -507,6 +551,9 @@ local function settle(c)
   end
   if c.was_empty and redis.call('ZCARD', q.pending) > 0 then
     redis.call('PUBLISH', q.wake, '')
+  end
+  if c.ended and number(c, 'w') >= c.ended_at then
+    redis.call('PUBLISH', string.sub(q.wake, 1, -5) .. 'done', table.concat(c.ended, ' '))
   end
 end
 
@@ -566,13 +613,14 @@ local function promote_due(c, now, limit)
   return #ids
 end
 
--- The reply for one job, in any state:
--- {id, record, state, state time (run_at, lease deadline or dead_at), lease}
--- Needs q.jobs, q.processing, q.scheduled, q.dead and q.leases.
+-- The reply for one job, in any state: {id, record, state, state time
+-- (run_at, lease deadline, dead_at or completed_at), lease entry, progress,
+-- result of a completed job ('' for none)}. Needs q.jobs, q.processing,
+-- q.scheduled, q.dead, q.completed, q.leases, q.results and q.progress.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
-  local state, at = 'pending', false
+  local state, at, result = 'pending', false, false
   local member_score = redis.call('ZSCORE', q.processing, id)
   if member_score then
     state, at = 'processing', member_score
@@ -582,15 +630,30 @@ local function view(q, id)
       state, at = 'scheduled', member_score
     else
       member_score = redis.call('ZSCORE', q.dead, id)
-      if member_score then state, at = 'dead', member_score end
+      if member_score then
+        state, at = 'dead', member_score
+      elseif redis.call('ZSCORE', q.completed, id) then
+        state = 'completed'
+        at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
+      end
     end
   end
-  return {id, record, state, at, redis.call('HGET', q.leases, id)}
+  return {
+    id, record, state, at or false, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id),
+    result or false,
+  }
 end
 
--- The token of a `leases` entry, "token:worker".
+-- The token of a `leases` entry.
 local function token_of(lease)
-  return string.match(lease, '^([^:]*):')
+  return string.match(lease, '^([^:/]*)')
+end
+
+-- The mark of a `leases` entry: the retention (ms) of a job kept once
+-- acked, 'done' for a completed job, nil for neither.
+local function mark_of(lease)
+  local mark = string.match(lease, '^[^:/]*/([^:]*):')
+  return tonumber(mark) or mark
 end
 
 -- Checks that `token` is the job's current lease: answers the lease entry,
@@ -601,7 +664,7 @@ local function current_lease(q, id, token)
     if redis.call('HEXISTS', q.jobs, id) == 1 then return nil, 'LEASE_LOST' end
     return nil, 'NOT_FOUND'
   end
-  if token_of(lease) ~= token then return nil, 'LEASE_LOST' end
+  if token_of(lease) ~= token or mark_of(lease) == 'done' then return nil, 'LEASE_LOST' end
   return lease
 end
 
@@ -613,45 +676,77 @@ local function wake_if_slot_freed(c, before)
   end
 end
 
--- Acknowledges jobs: each one whose token is its current lease is deleted.
--- The pairs are argv[first], argv[first + 1], ... (id, token). Answers one
--- status per pair, in order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
-local function ack_all(c, argv, first, last)
+-- Acknowledges jobs at `now`: each one whose token is its current lease
+-- leaves processing and is deleted, or, when it is to be kept once acked,
+-- becomes completed with its result until its retention ends. The triples
+-- are argv[first], argv[first + 1], ... (id, token, result JSON or '').
+-- An ack with the token that completed a job answers 'OK' again. Answers
+-- one status per triple, in order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
+local function ack_all(c, argv, first, last, now)
   local q = c.q
   local ids = {}
-  for i = first, last, 2 do
+  for i = first, last, 3 do
     ids[#ids + 1] = argv[i]
   end
   if #ids == 0 then return {} end
   local leases = redis.call('HMGET', q.leases, unpack(ids))
-  local statuses, done, gone = {}, {}, {}
+  -- `acked[id]`: the token of a job completed here, false for one deleted.
+  local statuses, acked, ending, gone, kept = {}, {}, {}, {}, {}
   for i, id in ipairs(ids) do
-    local lease = leases[i]
-    if done[id] then
-      -- Acked earlier in this call: gone by now.
+    local lease, token = leases[i], argv[first + 3 * i - 2]
+    -- Acked earlier in this call: completed, or gone.
+    if acked[id] then lease = acked[id] .. '/done:' end
+    if acked[id] == false then
       statuses[i] = 'NOT_FOUND'
-    elseif lease and token_of(lease) == argv[first + 2 * i - 1] then
+    elseif lease and token_of(lease) == token then
       statuses[i] = 'OK'
-      done[id] = true
-      gone[#gone + 1] = id
+      local mark = mark_of(lease)
+      if mark ~= 'done' then
+        ending[#ending + 1] = id
+        if mark then
+          acked[id] = token
+          kept[#kept + 1] = {id, mark, argv[first + 3 * i - 1], lease}
+        else
+          acked[id] = false
+          gone[#gone + 1] = id
+        end
+      end
     elseif lease or redis.call('HEXISTS', q.jobs, id) == 1 then
       statuses[i] = 'LEASE_LOST'
     else
       statuses[i] = 'NOT_FOUND'
     end
   end
-  if #gone > 0 then
+  if #ending > 0 then
     local in_flight = c.max_in_flight and redis.call('ZCARD', q.processing)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
     if number(c, 'i:') > 0 then
-      for _, record in ipairs(redis.call('HMGET', q.jobs, unpack(gone))) do
+      for _, record in ipairs(redis.call('HMGET', q.jobs, unpack(ending))) do
         leave_processing(c, record and group_of(record))
       end
     end
-    redis.call('ZREM', q.processing, unpack(gone))
-    redis.call('HDEL', q.leases, unpack(gone))
-    redis.call('HDEL', q.jobs, unpack(gone))
+    redis.call('ZREM', q.processing, unpack(ending))
+    if #gone > 0 then
+      redis.call('HDEL', q.leases, unpack(gone))
+      redis.call('HDEL', q.jobs, unpack(gone))
+    end
+    if #kept > 0 then
+      local until_, results, marks = {}, {}, {}
+      for _, job in ipairs(kept) do
+        local id, retain, result, lease = job[1], job[2], job[3], job[4]
+        until_[#until_ + 1] = ms(now + retain)
+        until_[#until_ + 1] = id
+        results[#results + 1] = id
+        results[#results + 1] = ms(now) .. ':' .. result
+        marks[#marks + 1] = id
+        marks[#marks + 1] = token_of(lease) .. '/done:' .. string.match(lease, '^[^:]*:(.*)$')
+      end
+      redis.call('ZADD', q.completed, unpack(until_))
+      redis.call('HSET', q.results, unpack(results))
+      redis.call('HSET', q.leases, unpack(marks))
+    end
+    ended(c, ending, now)
     if in_flight then wake_if_slot_freed(c, in_flight) end
   end
   return statuses
@@ -682,6 +777,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   leave_processing(c, job.group)
   if state == 'dead' then
     make_dead(q, id, job, now)
+    ended(c, {id}, now)
   elseif state == 'scheduled' then
     make_scheduled(q, id, job, now + delay)
   end
@@ -720,7 +816,7 @@ end
 
 -- The settings in `meta`, as field, value pairs of those set.
 local function settings_of(meta)
-  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight'}
+  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight', 'retain_ms'}
   local out = {}
   for i, value in ipairs(redis.call('HMGET', meta, unpack(fields))) do
     if value then

@@ -3,7 +3,7 @@
 -- scheduled after a delay, or to the DLQ when asked or when its attempts
 -- are used up.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups
+--   groups, completed, results, progress
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   lease token, ARGV[5] delay_ms, ARGV[6] '1' to dead-letter, ARGV[7] new
 --   priority ('' keeps it), ARGV[8] '1' when ARGV[9] is an error text,
@@ -13,8 +13,8 @@
 redis.register_function('nack_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
-    wake = argv[1], group_prefix = argv[2],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
+    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
   }
   local id = argv[3]
   local lease, problem = current_lease(q, id, argv[4])

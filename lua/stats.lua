@@ -1,15 +1,16 @@
 -- stats: counts a queue's jobs by state, and per priority class the jobs
 -- waiting and the age of the class's next job in line. Costs
 -- O(classes * log N), not O(N).
--- KEYS: pending, scheduled, processing, dead, jobs, meta, groups
+-- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, completed
 -- Returns: {pending, scheduled, processing, expired leases, dead,
---   {priority, pending, age ms of the next in line, ...}, groups, paused}
+--   {priority, pending, age ms of the next in line, ...}, groups, paused,
+--   completed}
 redis.register_function{
   function_name = 'stats_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys)
     local pending, scheduled, processing, dead, jobs = keys[1], keys[2], keys[3], keys[4], keys[5]
-    local meta, groups = keys[6], keys[7]
+    local meta, groups, completed = keys[6], keys[7], keys[8]
     local now = now_ms()
     -- Jobs in group sets, by class: waiting too, though not in pending.
     local fields = {}
@@ -52,6 +53,7 @@ redis.register_function{
       classes,
       redis.call('ZCARD', groups),
       redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
+      redis.call('ZCARD', completed),
     }
   end,
 }

@@ -1,23 +1,24 @@
 -- sweep: one pass of the sweeper over one queue. Takes back up to `batch`
 -- leases whose deadline has passed (attempts + 1, last error 'lease
 -- expired', back to pending, or to the DLQ once attempts reach
--- max_attempts), promotes up to `batch` due scheduled jobs, and looks at
+-- max_attempts), promotes up to `batch` due scheduled jobs, deletes up to
+-- `batch` completed jobs whose retention has ended, and looks at
 -- up to `batch` finish tags and groups from where the last pass stopped:
 -- tags at or behind their class's virtual time are dropped (they tag a
 -- group's next job no differently), and a group below its cap gets back
 -- the heads it lacks (after the cap was raised). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups
+--   groups, completed, results, progress
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over)
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted,
---   next tags cursor, next groups cursor}
+--   next tags cursor, next groups cursor, completed jobs deleted}
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9],
-    wake = argv[1], group_prefix = argv[2],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
+    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
   }
   local c = context(q)
   local now, batch = now_ms(), tonumber(argv[3])
@@ -29,6 +30,13 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
     if state == 'dead' then buried = buried + 1 end
   end
   local promoted = promote_due(c, now, batch)
+  local purged = redis.call('ZRANGE', q.completed, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+  if #purged > 0 then
+    redis.call('ZREM', q.completed, unpack(purged))
+    redis.call('HDEL', q.results, unpack(purged))
+    redis.call('HDEL', q.leases, unpack(purged))
+    redis.call('HDEL', q.jobs, unpack(purged))
+  end
 
   local tags = redis.call('HSCAN', q.meta, argv[4], 'MATCH', 't:*', 'COUNT', batch)
   for i = 1, #tags[2], 2 do
@@ -43,5 +51,5 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
     restore_heads(c, groups[2][i])
   end
   settle(c)
-  return {taken, buried, promoted, tags[1], groups[1]}
+  return {taken, buried, promoted, tags[1], groups[1], #purged}
 end)

@@ -1,5 +1,6 @@
 //! The lease sweeper every instance runs: takes back expired leases and
-//! promotes due scheduled jobs, queue by queue, in bounded batches. Each
+//! promotes due scheduled jobs, and deletes completed jobs whose retention
+//! ended, queue by queue, in bounded batches. Each
 //! batch is one function call, so any number of instances may sweep at
 //! once.
 
@@ -76,7 +77,8 @@ pub async fn sweep(
                     "took back expired leases"
                 );
             }
-            if swept.reclaimed < u64::from(BATCH) && swept.promoted < u64::from(BATCH) {
+            let full = u64::from(BATCH);
+            if swept.reclaimed < full && swept.promoted < full && swept.purged < full {
                 break;
             }
         }

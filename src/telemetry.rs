@@ -38,6 +38,8 @@ pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
 pub const BATCHED_CALLS: &str = "prioq_batched_calls_total";
 /// Claims of this instance that found nothing and wait (long polls).
 pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
+/// Reads of this instance waiting for a job to complete or die.
+pub const JOB_WAITS: &str = "prioq_job_waits";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
 const QUEUE_COUNTERS: [&str; 6] = [
@@ -105,7 +107,7 @@ pub fn request_duration(route: &str, status: u16) -> metrics::Histogram {
 /// A per-queue gauge: name, help, and how to read it from the stats.
 type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
-const QUEUE_GAUGES: [QueueGauge; 5] = [
+const QUEUE_GAUGES: [QueueGauge; 6] = [
     ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
         s.processing
     }),
@@ -125,6 +127,11 @@ const QUEUE_GAUGES: [QueueGauge; 5] = [
     ("prioq_queue_paused", "1 while the queue is paused.", |s| {
         u64::from(s.paused)
     }),
+    (
+        "prioq_jobs_completed",
+        "Jobs acked and kept until their retention ends.",
+        |s| s.completed,
+    ),
 ];
 
 /// Groups of a queue with a gauge of their own; the others are left out,
@@ -149,6 +156,7 @@ pub fn render_metrics(figures: &[QueueFigures]) -> String {
         }
     }
     metrics::gauge!(LONG_POLLS_WAITING).increment(0.0);
+    metrics::gauge!(JOB_WAITS).increment(0.0);
     let mut out = metrics_handle().render();
     let classes = || {
         queues

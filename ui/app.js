@@ -338,6 +338,7 @@ function counts(stats, list = document.createElement('dl')) {
     ['processing', 'Processing', ''],
     ['expired_leases', 'Expired leases', 'warn'],
     ['dead', 'Dead', 'bad'],
+    ['completed', 'Completed', ''],
   ];
   list.replaceChildren(...entries.map(([field, label, alarm]) => {
     const entry = document.createElement('div');
@@ -453,6 +454,7 @@ function renderSettings(queueSettings) {
     ['rate_limit', 'Rate limit', rate === null ? 'none' : `${amount(rate.per_second)} jobs/s, burst ${rate.burst}`],
     ['group_max_in_flight', 'Per-group cap', groupCap === null ? 'none' : `${groupCap} jobs at once`],
     ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
+    ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
   ];
   $('queue-settings').replaceChildren(...entries.map(([field, label, value, className, title]) => {
     const entry = document.createElement('div');
@@ -609,7 +611,7 @@ function renderLookup(current, found) {
   }
   if (found.missing) {
     out.replaceChildren(text('p',
-      `No job “${current.job}” in ${current.queue}: it never existed, or it was acked or deleted.`, 'empty'));
+      `No job “${current.job}” in ${current.queue}: it never existed, or it was acked (and not kept) or deleted.`, 'empty'));
     return;
   }
   if (found.invalid) {
@@ -642,7 +644,14 @@ function renderLookup(current, found) {
   add('Lease expires', 'lease_expires_at', job.lease_expires_at && relative(job.lease_expires_at), job.lease_expires_at);
   add('Last error', 'last_error', job.last_error);
   add('Died', 'dead_at', job.dead_at && relative(job.dead_at), job.dead_at);
+  add('Completed', 'completed_at', job.completed_at && relative(job.completed_at), job.completed_at);
+  add('Progress', 'progress', job.progress !== null && job.progress !== undefined
+    ? text('pre', JSON.stringify(job.progress, null, 2)) : undefined);
   add('Args', 'args', text('pre', JSON.stringify(job.args, null, 2)));
+  if (job.state === 'completed') {
+    add('Result', 'result', job.result === null
+      ? text('span', 'none', 'muted') : text('pre', JSON.stringify(job.result, null, 2)));
+  }
   out.replaceChildren(list);
 }
 

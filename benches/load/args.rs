@@ -100,6 +100,8 @@ pub struct Args {
     pub idle_polls: usize,
     pub idle_window: Duration,
     pub neighbour: Duration,
+    /// Jobs kept completed for the retention memory measurement.
+    pub retained: usize,
     pub prioq_env: Vec<(String, String)>,
 }
 
@@ -127,6 +129,8 @@ cargo bench --bench load -- [flags]
   --idle-polls N        idle long polls for the idle cost (default 100; 0 skips)
   --idle-window SECS    measuring window of the idle cost (default 10)
   --neighbour SECS      noisy-neighbour run per side (default 5; quick 2; 0 skips)
+  --retained N          jobs kept completed to measure their memory (default 100k;
+                        quick 10k; 0 skips)
   --prioq-env K=V       extra environment for prioq (repeatable), e.g. RUST_LOG=warn";
 
 fn parse_count(s: &str) -> Result<u64> {
@@ -180,6 +184,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         idle_polls: 100,
         idle_window: Duration::from_secs(if quick { 5 } else { 10 }),
         neighbour: Duration::from_secs(if quick { 2 } else { 5 }),
+        retained: if quick { 10_000 } else { 100_000 },
         prioq_env: Vec::new(),
     };
     let mut it = argv.iter();
@@ -230,6 +235,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--idle-polls" => args.idle_polls = usize::try_from(parse_count(&value()?)?)?,
             "--idle-window" => args.idle_window = parse_secs(&value()?)?,
             "--neighbour" => args.neighbour = parse_secs(&value()?)?,
+            "--retained" => args.retained = usize::try_from(parse_count(&value()?)?)?,
             "--prioq-env" => {
                 let kv = value()?;
                 let (k, v) = kv

@@ -33,6 +33,7 @@ pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
         ready_at_ms: now_ms,
         last_error: None,
         group: None,
+        retain_ms: 0,
         task: TASK,
         args,
     }

@@ -65,7 +65,10 @@ use crate::jobs::{PAYLOAD_BYTES, args_json, stored_body, stored_record};
 use crate::keeper::{KeeperCalls, KeeperMode};
 use crate::measure::{Load, Monitor, Plan, RunRecord, Shape, measure, record};
 use crate::procs::Pinning;
-use crate::report::{MemoryResult, Results, depth_label, human};
+use crate::report::{MemoryResult, Results, RetentionResult, depth_label, human};
+
+/// The result of each acked job in the retention measurement, in bytes.
+const RESULT_BYTES: usize = 1024;
 
 fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -188,6 +191,35 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     for _ in 0..raw::CONNECTIONS {
         raw_cons.push(redis_stats::connect(&redis_client).await?);
     }
+
+    let retention = if args.retained == 0 {
+        None
+    } else {
+        let keys = QueueKeys::new(prefix, "bench-retained");
+        let plain =
+            raw::retained_bytes_per_job(&mut con, &keys, args.retained, &stored_body(), 0).await?;
+        let with_result = raw::retained_bytes_per_job(
+            &mut con,
+            &keys,
+            args.retained,
+            &stored_body(),
+            RESULT_BYTES,
+        )
+        .await?;
+        let r = RetentionResult {
+            jobs: args.retained,
+            payload_bytes: PAYLOAD_BYTES,
+            bytes_per_job: plain,
+            result_bytes: RESULT_BYTES,
+            bytes_per_job_with_result: with_result,
+            bytes_per_result_byte: (with_result - plain) / RESULT_BYTES as f64,
+        };
+        println!(
+            "# kept completed: {:.0} B/job without a result, {:.0} B/job with {RESULT_BYTES} bytes of result ({:.2} B per result byte)",
+            r.bytes_per_job, r.bytes_per_job_with_result, r.bytes_per_result_byte
+        );
+        Some(r)
+    };
 
     let addr_a = SocketAddr::from(([127, 0, 0, 1], port_a));
     let mut runs: Vec<RunRecord> = Vec::new();
@@ -352,6 +384,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         setup: report::setup(&args, own_redis, &pinning, runner.clk_tck),
         cores,
         memory,
+        retention,
         runs,
         wake,
         idle,

@@ -14,6 +14,7 @@ use prioq::queue::record;
 use crate::args::Op;
 use crate::jobs::{BATCH, LEASE_MS, MAX_ATTEMPTS, PRIORITY};
 use crate::measure::{Load, TaskStats, Window};
+use crate::redis_stats;
 
 /// prioq's default bulk floor (0.1) in parts per million, as it passes it.
 const FLOOR_PPM: u64 = 100_000;
@@ -100,8 +101,15 @@ fn exchange(keys: &QueueKeys) -> redis::Cmd {
     cmd
 }
 
-/// Adds one exchange of one enqueue of `n` fresh jobs to a pipeline.
-fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[u8]) {
+/// Adds one exchange of one enqueue of `n` fresh jobs to a pipeline, kept
+/// `retain_ms` once acked (`""`: the queue's default, none here).
+fn push_enqueue(
+    pipe: &mut redis::Pipeline,
+    keys: &QueueKeys,
+    n: usize,
+    body: &[u8],
+    retain_ms: &str,
+) {
     let mut cmd = exchange(keys);
     // No acks; one enqueue request.
     cmd.arg(0).arg(1).arg(n);
@@ -111,6 +119,7 @@ fn push_enqueue(pipe: &mut redis::Pipeline, keys: &QueueKeys, n: usize, body: &[
             .arg(0)
             .arg(MAX_ATTEMPTS)
             .arg("")
+            .arg(retain_ms)
             .arg(body);
     }
     // No claims.
@@ -129,19 +138,23 @@ fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, max_jobs: usize, ack
         .arg(max_jobs)
         .arg("")
         .arg(acks.len());
-    for (id, token) in acks {
-        cmd.arg(id).arg(token);
-    }
+    push_acks(&mut cmd, acks, "");
     pipe.add_command(cmd);
 }
 
-/// Adds one exchange of one ack request to a pipeline.
-fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, leases: &[Lease]) {
+/// Adds acks to a call: id, lease token and `result` (`""` for none) each.
+fn push_acks(cmd: &mut redis::Cmd, leases: &[Lease], result: &str) {
+    for (id, token) in leases {
+        cmd.arg(id).arg(token).arg(result);
+    }
+}
+
+/// Adds one exchange of one ack request to a pipeline, each ack with
+/// `result` (`""` for none).
+fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, leases: &[Lease], result: &str) {
     let mut cmd = exchange(keys);
     cmd.arg(leases.len());
-    for (id, token) in leases {
-        cmd.arg(id).arg(token);
-    }
+    push_acks(&mut cmd, leases, result);
     // No enqueues or claims.
     cmd.arg(0).arg(0);
     pipe.add_command(cmd);
@@ -179,7 +192,7 @@ pub async fn prefill(
                 let mut pipe = redis::pipe();
                 while remaining > 0 {
                     let take = remaining.min(per_call);
-                    push_enqueue(&mut pipe, &keys, take as usize, &body);
+                    push_enqueue(&mut pipe, &keys, take as usize, &body, "");
                     remaining -= take;
                 }
                 pipe.query_async::<Vec<Value>>(&mut con).await?;
@@ -190,6 +203,59 @@ pub async fn prefill(
         task.await??;
     }
     Ok(())
+}
+
+/// Redis memory per job of `n` jobs kept completed an hour, each acked
+/// with a result of `result_bytes` bytes (0: none): measured from before
+/// their enqueue to after their ack, on an emptied queue (unlinked again
+/// afterwards), all through the exchange function, pipelined.
+pub async fn retained_bytes_per_job(
+    con: &mut MultiplexedConnection,
+    keys: &QueueKeys,
+    n: usize,
+    body: &[u8],
+    result_bytes: usize,
+) -> Result<f64> {
+    const PER_CALL: usize = 100;
+    const CALLS: usize = 20;
+    unlink_queue(con, keys).await?;
+    let result = match result_bytes {
+        0 => String::new(),
+        // A JSON string of that many bytes, quotes included.
+        _ => format!("\"{}\"", "r".repeat(result_bytes.saturating_sub(2))),
+    };
+    let before = redis_stats::used_memory(con).await?;
+    for round in 0..n.div_ceil(PER_CALL * CALLS) {
+        let mut pipe = redis::pipe();
+        let left = n - round * PER_CALL * CALLS;
+        for call in 0..CALLS.min(left.div_ceil(PER_CALL)) {
+            let take = (left - call * PER_CALL).min(PER_CALL);
+            push_enqueue(&mut pipe, keys, take, body, "3600000");
+        }
+        pipe.query_async::<Vec<Value>>(con).await?;
+    }
+    let mut done = 0;
+    while done < n {
+        let mut pipe = redis::pipe();
+        for _ in 0..CALLS {
+            push_claim(&mut pipe, keys, PER_CALL, &[]);
+        }
+        let replies: Vec<Value> = pipe.query_async(con).await?;
+        let mut pipe = redis::pipe();
+        let mut leased = 0;
+        for leases in replies.iter().map(|r| claimed(r).0) {
+            if !leases.is_empty() {
+                leased += leases.len();
+                push_ack(&mut pipe, keys, &leases, &result);
+            }
+        }
+        anyhow::ensure!(leased > 0, "only {done} of {n} jobs could be claimed");
+        let replies: Vec<Value> = pipe.query_async(con).await?;
+        done += replies.iter().map(acked).sum::<u64>() as usize;
+    }
+    let after = redis_stats::used_memory(con).await?;
+    unlink_queue(con, keys).await?;
+    Ok(after.saturating_sub(before) as f64 / n as f64)
 }
 
 pub async fn unlink_queue(con: &mut MultiplexedConnection, keys: &QueueKeys) -> Result<()> {
@@ -225,7 +291,7 @@ impl Raw {
     async fn enqueue(&self, con: &mut MultiplexedConnection) -> redis::RedisResult<()> {
         let mut pipe = redis::pipe();
         for _ in 0..self.calls() {
-            push_enqueue(&mut pipe, &self.keys, self.per_call(), &self.body);
+            push_enqueue(&mut pipe, &self.keys, self.per_call(), &self.body, "");
         }
         pipe.query_async::<Vec<Value>>(con).await.map(drop)
     }
@@ -247,7 +313,7 @@ impl Raw {
         let mut pipe = redis::pipe();
         let mut calls = 0;
         for call in leases.iter().filter(|l| !l.is_empty()) {
-            push_ack(&mut pipe, &self.keys, call);
+            push_ack(&mut pipe, &self.keys, call, "");
             calls += 1;
         }
         if calls == 0 {
@@ -266,7 +332,7 @@ impl Raw {
     ) -> redis::RedisResult<(u64, usize)> {
         let mut pipe = redis::pipe();
         for _ in 0..self.calls() {
-            push_enqueue(&mut pipe, &self.keys, 1, &self.body);
+            push_enqueue(&mut pipe, &self.keys, 1, &self.body, "");
         }
         let mut acks = std::mem::take(held).into_iter();
         for _ in 0..self.calls() {

@@ -39,6 +39,21 @@ pub struct MemoryResult {
     pub stored_record_bytes: usize,
 }
 
+/// What a job kept `completed` after its ack costs in Redis.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RetentionResult {
+    pub jobs: usize,
+    /// Bytes of `args` per job.
+    pub payload_bytes: usize,
+    /// Per job acked without a result.
+    pub bytes_per_job: f64,
+    /// The result's size in the second measurement, JSON as sent.
+    pub result_bytes: usize,
+    pub bytes_per_job_with_result: f64,
+    /// What each byte of result adds.
+    pub bytes_per_result_byte: f64,
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Target {
     pub target: String,
@@ -59,6 +74,7 @@ pub struct Results {
     /// The cores each process was allowed on (`Cpus_allowed_list`).
     pub cores: BTreeMap<String, String>,
     pub memory: Vec<MemoryResult>,
+    pub retention: Option<RetentionResult>,
     pub runs: Vec<RunRecord>,
     pub wake: Option<WakeResult>,
     pub idle: Option<IdleResult>,
@@ -486,6 +502,22 @@ pub fn targets(results: &Results) -> Vec<Target> {
                 m.stored_record_bytes
             ),
             met: Some(m.bytes_per_job_beyond_payload <= 250.0),
+        });
+    }
+
+    if let Some(r) = &results.retention {
+        out.push(Target {
+            target: "Redis memory per job kept completed after its ack, and per byte of its result (stated, no bound)".into(),
+            measured: format!(
+                "{:.0} B/job with {}-byte args and no result; {:.0} B/job with a {}-byte result: {:.2} B per result byte (over {} jobs)",
+                r.bytes_per_job,
+                r.payload_bytes,
+                r.bytes_per_job_with_result,
+                r.result_bytes,
+                r.bytes_per_result_byte,
+                r.jobs
+            ),
+            met: None,
         });
     }
 

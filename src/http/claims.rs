@@ -7,13 +7,14 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
-use super::jobs::{JobView, check_delay};
+use super::jobs::{JobView, check_delay, check_json};
 use super::params::{JobPath, QueuePath, is_job_id};
 use super::{AppState, AskedToWait};
-use crate::queue::{AckOutcome, ClaimOptions, Nack, QueueError};
+use crate::queue::{Ack, AckOutcome, ClaimOptions, Nack, QueueError};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -30,6 +31,8 @@ const MAX_ERROR_CHARS: usize = 2000;
 const MAX_ACKS: usize = 1000;
 const MAX_WORKER_CHARS: usize = 200;
 const MAX_TOKEN_CHARS: usize = 200;
+const MAX_RESULT_BYTES: usize = 64 * 1024;
+const MAX_PROGRESS_BYTES: usize = 4 * 1024;
 
 /// How to claim; every field is optional.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -108,13 +111,14 @@ pub async fn claim(
             "must be at most 200 characters",
         ));
     }
-    let acks = match &request.ack {
+    let (acks, asked_to_ack) = match request.ack {
         Some(entries) if entries.len() > MAX_ACKS => {
             return Err(ApiError::validation("ack", "must hold 0 to 1000 entries"));
         }
-        Some(entries) => check_ack_entries("ack", entries)?,
-        None => Vec::new(),
+        Some(entries) => (check_ack_entries("ack", entries)?, true),
+        None => (Vec::new(), false),
     };
+    let ids: Vec<String> = acks.iter().map(|ack| ack.id.clone()).collect();
     let wait = Duration::from_millis(request.wait_ms);
     let options = ClaimOptions {
         worker: request.worker.filter(|w| !w.is_empty()),
@@ -131,20 +135,34 @@ pub async fn claim(
             .into_iter()
             .map(|job| JobView::new(queue, job))
             .collect(),
-        acked: request
-            .ack
-            .map(|entries| ack_results(entries, claimed.acked)),
+        acked: asked_to_ack.then(|| ack_results(ids, claimed.acked)),
     });
     Ok((Extension(AskedToWait(wait)), answer))
 }
 
-/// Proof of the current lease.
+/// Proof of the current lease, and what the job produced.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}))]
+#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "result": {"sent": true}}))]
 pub struct AckRequest {
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
+    /// Any JSON value, at most 64 KiB as sent: kept with the job while it
+    /// is retained (see `retain_ms`), dropped otherwise.
+    #[schema(value_type = Option<Value>)]
+    result: Option<Box<RawValue>>,
+}
+
+/// Checks an ack's result, named `field`.
+fn check_result(field: &str, result: Option<&RawValue>) -> Result<()> {
+    match result {
+        Some(result) => check_json(
+            field,
+            result,
+            Some((MAX_RESULT_BYTES, "must be at most 65536 bytes of JSON")),
+        ),
+        None => Ok(()),
+    }
 }
 
 fn check_token(field: &str, token: &str) -> Result<()> {
@@ -159,14 +177,16 @@ fn check_token(field: &str, token: &str) -> Result<()> {
 
 /// Acknowledge a finished job.
 ///
-/// The job and its payload are deleted. Works after the deadline as long
-/// as the sweeper has not taken the job back.
+/// The job and its payload are deleted, or, when the job is retained
+/// (`retain_ms`), kept as `completed` with the `result` until its retention
+/// ends; an ack repeated with the same token then answers 204 again. Works
+/// after the deadline as long as the sweeper has not taken the job back.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/{id}/ack", tag = "leases",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
     request_body = AckRequest,
     responses(
-        (status = 204, description = "Acknowledged; the job is gone"),
+        (status = 204, description = "Acknowledged; the job is gone or completed"),
     )
 )]
 pub async fn ack(
@@ -175,8 +195,13 @@ pub async fn ack(
     JsonBody(request): JsonBody<AckRequest>,
 ) -> Result<StatusCode> {
     check_token("lease_token", &request.lease_token)?;
-    let lease = (path.id.as_str().to_owned(), request.lease_token);
-    let outcome = state.broker.ack(path.queue.as_str(), vec![lease]).await?;
+    check_result("result", request.result.as_deref())?;
+    let ack = Ack {
+        id: path.id.as_str().to_owned(),
+        lease_token: request.lease_token,
+        result: request.result,
+    };
+    let outcome = state.broker.ack(path.queue.as_str(), vec![ack]).await?;
     match outcome.first() {
         Some(AckOutcome::Acked) => Ok(StatusCode::NO_CONTENT),
         Some(AckOutcome::LeaseLost) => Err(ApiError::LeaseLost),
@@ -204,6 +229,10 @@ pub struct AckEntry {
     id: String,
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
+    /// Any JSON value, at most 64 KiB as sent: kept with the job while it
+    /// is retained, dropped otherwise.
+    #[schema(value_type = Option<Value>)]
+    result: Option<Box<RawValue>>,
 }
 
 /// The outcome of each acknowledgement, in request order.
@@ -241,18 +270,18 @@ pub async fn ack_many(
     if !(1..=MAX_ACKS).contains(&request.jobs.len()) {
         return Err(ApiError::validation("jobs", "must hold 1 to 1000 entries"));
     }
-    let leases = check_ack_entries("jobs", &request.jobs)?;
-    let outcomes = state.broker.ack(path.queue.as_str(), leases).await?;
+    let acks = check_ack_entries("jobs", request.jobs)?;
+    let ids: Vec<String> = acks.iter().map(|ack| ack.id.clone()).collect();
+    let outcomes = state.broker.ack(path.queue.as_str(), acks).await?;
     Ok(axum::Json(AckManyResponse {
-        results: ack_results(request.jobs, outcomes),
+        results: ack_results(ids, outcomes),
     }))
 }
 
-/// Checks every entry of the list named `field`, naming the first bad one;
-/// answers the ids and tokens.
-fn check_ack_entries(field: &str, entries: &[AckEntry]) -> Result<Vec<(String, String)>> {
+/// Checks every entry of the list named `field`, naming the first bad one.
+fn check_ack_entries(field: &str, entries: Vec<AckEntry>) -> Result<Vec<Ack>> {
     entries
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, entry)| {
             if !is_job_id(&entry.id) {
@@ -262,41 +291,46 @@ fn check_ack_entries(field: &str, entries: &[AckEntry]) -> Result<Vec<(String, S
                 ));
             }
             check_token(&format!("{field}[{i}].lease_token"), &entry.lease_token)?;
-            Ok((entry.id.clone(), entry.lease_token.clone()))
+            check_result(&format!("{field}[{i}].result"), entry.result.as_deref())?;
+            Ok(Ack {
+                id: entry.id,
+                lease_token: entry.lease_token,
+                result: entry.result,
+            })
         })
         .collect()
 }
 
 /// Each entry's outcome as the single ack would have answered it.
-fn ack_results(entries: Vec<AckEntry>, outcomes: Vec<AckOutcome>) -> Vec<AckResult> {
-    entries
-        .into_iter()
+fn ack_results(ids: Vec<String>, outcomes: Vec<AckOutcome>) -> Vec<AckResult> {
+    ids.into_iter()
         .zip(outcomes)
-        .map(|(entry, outcome)| {
+        .map(|(id, outcome)| {
             let (status, code) = match outcome {
                 AckOutcome::Acked => (204, None),
                 AckOutcome::LeaseLost => (409, Some(ProblemCode::LeaseLost)),
                 AckOutcome::NotFound => (404, Some(ProblemCode::NotFound)),
             };
-            AckResult {
-                id: entry.id,
-                status,
-                code,
-            }
+            AckResult { id, status, code }
         })
         .collect()
 }
 
-/// A heartbeat: keep the lease for `lease_ms` from now.
+/// A heartbeat: keep the lease for `lease_ms` from now, and say how far
+/// the work got.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_ms": 60000}))]
+#[schema(example = json!({"lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1", "lease_ms": 60000, "progress": {"done": 40, "of": 100}}))]
 pub struct ExtendRequest {
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
     /// 100 to 43200000; default from configuration.
     #[schema(minimum = 100, maximum = 43_200_000)]
     lease_ms: Option<u64>,
+    /// Any JSON value, at most 4 KiB as sent: shown as the job's `progress`
+    /// until the job ends.
+    #[schema(value_type = Option<Value>)]
+    progress: Option<Box<RawValue>>,
 }
 
 /// Extend a lease.
@@ -320,10 +354,23 @@ pub async fn extend(
     if !LEASE_MS.contains(&lease_ms) {
         return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
     }
+    if let Some(progress) = &request.progress {
+        check_json(
+            "progress",
+            progress,
+            Some((MAX_PROGRESS_BYTES, "must be at most 4096 bytes of JSON")),
+        )?;
+    }
     let queue = path.queue.as_str();
     let job = state
         .broker
-        .extend(queue, path.id.as_str(), &request.lease_token, lease_ms)
+        .extend(
+            queue,
+            path.id.as_str(),
+            &request.lease_token,
+            lease_ms,
+            request.progress.as_deref(),
+        )
         .await?;
     Ok(axum::Json(JobView::new(queue, job)))
 }

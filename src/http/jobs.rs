@@ -1,6 +1,8 @@
 //! Jobs: enqueue (single and batch), read, delete; and the job view every
 //! endpoint answers with.
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -8,12 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, JsonBody, Result};
+use super::error::{ApiError, ApiPath, ApiQuery, JsonBody, Result};
 use super::params::{JobPath, QueuePath, is_job_id};
-use crate::queue::{Job, JobState, NewJob, QueueError};
+use crate::queue::{Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -36,6 +38,27 @@ pub(super) fn check_delay(field: &str, delay_ms: u64) -> Result<()> {
     Ok(())
 }
 const MAX_BATCH: usize = 1000;
+/// The longest a read waits for a job to end.
+const MAX_WAIT_MS: u64 = 20_000;
+
+/// Checks a JSON value a client sends to be stored and read back (args, a
+/// result, a progress report): JSON every client can read back (bounded
+/// nesting, no lone surrogates, numbers within range), and, with `max`, at
+/// most that many bytes as sent.
+pub(super) fn check_json(field: &str, value: &RawValue, max: Option<(usize, &str)>) -> Result<()> {
+    if let Some((bytes, reason)) = max
+        && value.get().len() > bytes
+    {
+        return Err(ApiError::validation(field, reason));
+    }
+    if let Err(error) = serde_json::from_str::<serde_json::Value>(value.get()) {
+        return Err(ApiError::validation(
+            field,
+            format!("must be JSON any client can read back: {error}"),
+        ));
+    }
+    Ok(())
+}
 
 /// A job to add.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -67,6 +90,11 @@ pub struct EnqueueRequest {
     /// jobs without one form a group of their own.
     #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
     group: Option<String>,
+    /// Keep the job this long once acked, `completed` with its result; its
+    /// id stays taken meanwhile. 0 to 2592000000 (30 days); default the
+    /// queue's `retain_ms` setting.
+    #[schema(maximum = 2_592_000_000_u64)]
+    retain_ms: Option<u64>,
 }
 
 fn empty_args() -> Box<RawValue> {
@@ -104,12 +132,11 @@ impl EnqueueRequest {
             ));
         }
         check_delay(&format!("{field}delay_ms"), self.delay_ms)?;
-        // Stored as sent, so it must be JSON every client can read back:
-        // bounded nesting, no lone surrogates, numbers within range.
-        if let Err(error) = serde_json::from_str::<serde_json::Value>(self.args.get()) {
+        check_json(&format!("{field}args"), &self.args, None)?;
+        if self.retain_ms.is_some_and(|ms| ms > MAX_RETAIN_MS) {
             return Err(ApiError::validation(
-                format!("{field}args"),
-                format!("must be JSON any client can read back: {error}"),
+                format!("{field}retain_ms"),
+                "must be 0 to 2592000000 (30 days)",
             ));
         }
         let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
@@ -127,6 +154,7 @@ impl EnqueueRequest {
             delay_ms: self.delay_ms,
             max_attempts,
             group: self.group,
+            retain_ms: self.retain_ms,
         })
     }
 }
@@ -156,6 +184,8 @@ pub enum StateName {
     Scheduled,
     Processing,
     Dead,
+    /// Acked, and kept with its result until its retention ends.
+    Completed,
 }
 
 /// A job, as every endpoint that returns one shows it.
@@ -184,6 +214,18 @@ pub struct JobView {
     /// When the job was dead-lettered (dead jobs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_at: Option<String>,
+    /// The latest progress its worker reported (with an extend), until the
+    /// job ends; null until then.
+    #[schema(value_type = Option<Value>)]
+    pub progress: Option<Box<RawValue>>,
+    /// When the job was acked (completed jobs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    /// What the worker sent with its ack (completed jobs only; null when
+    /// it sent none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Value>)]
+    pub result: Option<Option<Box<RawValue>>>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -211,6 +253,7 @@ impl JobView {
                 JobState::Scheduled => StateName::Scheduled,
                 JobState::Processing => StateName::Processing,
                 JobState::Dead => StateName::Dead,
+                JobState::Completed => StateName::Completed,
             },
             attempts: job.attempts,
             max_attempts: job.max_attempts,
@@ -221,6 +264,9 @@ impl JobView {
             worker,
             last_error: job.last_error,
             dead_at: job.dead_at_ms.map(timestamp),
+            progress: job.progress,
+            completed_at: job.completed_at_ms.map(timestamp),
+            result: (job.state == JobState::Completed).then_some(job.result),
             created: None,
         }
     }
@@ -323,10 +369,24 @@ pub async fn enqueue_batch(
     Ok(axum::Json(JobList { jobs }))
 }
 
-/// Read a job in any state.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct JobQuery {
+    /// Wait up to this long (0 to 20000 ms) for the job to be completed or
+    /// dead; default 0.
+    #[param(minimum = 0, maximum = 20000)]
+    wait_ms: Option<u64>,
+}
+
+/// Read a job in any state, or wait for it to end.
+///
+/// With `wait_ms`, answers as soon as the job is `completed` or `dead` (at
+/// once if it already is), whichever instance acked or dead-lettered it;
+/// otherwise with its view when the wait is over. 404 if the job is
+/// unknown, or is gone by the time it ends (acked without retention).
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/jobs/{id}", tag = "jobs",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id"), JobQuery),
     responses(
         (status = 200, description = "The job", body = JobView),
     )
@@ -334,15 +394,28 @@ pub async fn enqueue_batch(
 pub async fn job(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
+    ApiQuery(query): ApiQuery<JobQuery>,
 ) -> Result<axum::Json<JobView>> {
-    let job = state
-        .broker
-        .job(path.queue.as_str(), path.id.as_str())
-        .await?;
-    Ok(axum::Json(JobView::new(path.queue.as_str(), job)))
+    let (queue, id) = (path.queue.as_str(), path.id.as_str());
+    let job = match query.wait_ms.unwrap_or(0) {
+        0 => state.broker.job(queue, id).await?,
+        wait_ms if wait_ms <= MAX_WAIT_MS => {
+            let wait = Duration::from_millis(wait_ms);
+            state
+                .broker
+                .wait_for_job(queue, id, wait, &state.shutdown)
+                .await?
+        }
+        _ => {
+            return Err(ApiError::InvalidRequest(
+                "`wait_ms` must be 0 to 20000".into(),
+            ));
+        }
+    };
+    Ok(axum::Json(JobView::new(queue, job)))
 }
 
-/// Delete a pending, scheduled or dead job.
+/// Delete a pending, scheduled, dead or completed job.
 ///
 /// A job being processed cannot be deleted (409 `conflict`).
 #[utoipa::path(

@@ -21,7 +21,7 @@ pub fn router() -> Router<AppState> {
 
 /// One queue's counts.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false}))]
+#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0}))]
 pub struct QueueView {
     queue: String,
     pending: u64,
@@ -36,6 +36,8 @@ pub struct QueueView {
     groups: u64,
     /// Whether claims are paused.
     paused: bool,
+    /// Jobs acked and kept until their retention ends.
+    completed: u64,
 }
 
 /// One priority class of the pending jobs.
@@ -69,13 +71,14 @@ impl QueueView {
                 .collect(),
             groups: stats.groups,
             paused: stats.paused,
+            completed: stats.completed,
         }
     }
 }
 
 /// Every queue.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queues": [{"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false}]}))]
+#[schema(example = json!({"queues": [{"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0}]}))]
 pub struct QueueList {
     queues: Vec<QueueView>,
 }

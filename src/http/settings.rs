@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ApiPath, JsonBody, Result};
 use super::params::{QueuePath, is_job_id};
-use crate::queue::{RateLimit, Settings, SettingsChange};
+use crate::queue::{MAX_RETAIN_MS, RateLimit, Settings, SettingsChange};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -30,10 +30,11 @@ const MAX_RATE: f64 = 1_000_000.0;
 const BURST: std::ops::RangeInclusive<u64> = 1..=1_000_000;
 const WEIGHT: std::ops::RangeInclusive<u32> = 1..=100;
 const MAX_WEIGHTS: usize = 10_000;
+const RETAIN_MS: std::ops::RangeInclusive<u64> = 0..=MAX_RETAIN_MS;
 
 /// How a queue hands out its jobs.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"paused": false, "max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5}, "group_max_in_flight": 10}))]
+#[schema(example = json!({"paused": false, "max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5}, "group_max_in_flight": 10, "retain_ms": 86400000}))]
 pub struct SettingsView {
     /// While true, claims hand out nothing.
     paused: bool,
@@ -45,6 +46,9 @@ pub struct SettingsView {
     group_weights: BTreeMap<String, u32>,
     /// Jobs of one named group processing at once at most, fleet-wide.
     group_max_in_flight: Option<u64>,
+    /// How long jobs enqueued without a `retain_ms` of their own are kept
+    /// once acked (ms; 0: deleted on ack).
+    retain_ms: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -63,6 +67,7 @@ impl From<Settings> for SettingsView {
                 .map(|RateLimit { per_second, burst }| RateLimitView { per_second, burst }),
             group_weights: settings.group_weights,
             group_max_in_flight: settings.group_max_in_flight,
+            retain_ms: settings.retain_ms,
         }
     }
 }
@@ -91,6 +96,10 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u64>, minimum = 1, maximum = 100_000)]
     group_max_in_flight: Option<Option<u64>>,
+    /// 0 to 2592000000 (30 days); `null` resets it to 0.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 2_592_000_000_u64)]
+    retain_ms: Option<Option<u64>>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -142,6 +151,12 @@ impl SettingsPatch {
                 self.group_max_in_flight,
                 &GROUP_MAX_IN_FLIGHT,
                 "must be 1 to 100000",
+            )?,
+            retain_ms: check_range(
+                "retain_ms",
+                self.retain_ms,
+                &RETAIN_MS,
+                "must be 0 to 2592000000",
             )?,
             ..SettingsChange::default()
         };

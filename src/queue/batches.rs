@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::redis::{FromRedisValue, Value};
+use deadpool_redis::redis::{self, FromRedisValue, Value};
 
 use super::job::{Job, JobState, Lease};
 use super::lane::{Batch, Lane};
 use super::library::{Function, LIBRARY};
 use super::record::new_id;
-use super::{AckOutcome, QueueError, Redis, Result};
+use super::{Ack, AckOutcome, QueueError, Redis, Result};
 use crate::queue::keys::QueueKeys;
 
 /// Due scheduled jobs a claim promotes before it takes its own.
@@ -26,6 +26,8 @@ pub(crate) struct OutgoingJob {
     pub(crate) delay_ms: u64,
     pub(crate) max_attempts: u32,
     pub(crate) group: Option<String>,
+    /// `None` for the queue's retention.
+    pub(crate) retain_ms: Option<u64>,
     /// The record's body (`record::body`).
     pub(crate) body: Vec<u8>,
 }
@@ -57,8 +59,8 @@ pub(crate) struct ClaimEntry {
     pub(crate) max_jobs: u32,
     /// `""` for none.
     pub(crate) worker: String,
-    /// Jobs to acknowledge first: id and lease token.
-    pub(crate) acks: Vec<(String, String)>,
+    /// Jobs to acknowledge first.
+    pub(crate) acks: Vec<Ack>,
 }
 
 /// What one request's claim did.
@@ -86,8 +88,7 @@ pub enum Held {
 pub(crate) enum Exchange {
     Enqueue(Vec<OutgoingJob>),
     Claim(ClaimEntry),
-    /// Ids and lease tokens.
-    Ack(Vec<(String, String)>),
+    Ack(Vec<Ack>),
 }
 
 /// What the `exchange` function answers one request.
@@ -121,10 +122,13 @@ impl Batch for ExchangeBatch {
     type Reply = Exchanged;
 
     fn size(entry: &Exchange) -> (usize, usize) {
-        let leases = |leases: &[(String, String)]| {
-            leases
-                .iter()
-                .map(|(id, token)| id.len() + token.len())
+        let leases = |acks: &[Ack]| {
+            acks.iter()
+                .map(|ack| {
+                    ack.id.len()
+                        + ack.lease_token.len()
+                        + ack.result.as_ref().map_or(0, |r| r.get().len())
+                })
                 .sum::<usize>()
         };
         match entry {
@@ -153,8 +157,8 @@ impl Batch for ExchangeBatch {
             .arg(self.floor_ppm)
             .arg(new_id());
         cmd.arg(acks.len());
-        for (id, token) in acks {
-            cmd.arg(id).arg(token);
+        for ack in acks {
+            push_ack(&mut cmd, ack);
         }
         cmd.arg(enqueues.len());
         for jobs in enqueues {
@@ -165,6 +169,7 @@ impl Batch for ExchangeBatch {
                     .arg(job.delay_ms)
                     .arg(job.max_attempts)
                     .arg(job.group.as_deref().unwrap_or(""))
+                    .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
                     .arg(&job.body);
             }
         }
@@ -174,8 +179,8 @@ impl Batch for ExchangeBatch {
                 .arg(claim.max_jobs)
                 .arg(&claim.worker)
                 .arg(claim.acks.len());
-            for (id, token) in &claim.acks {
-                cmd.arg(id).arg(token);
+            for ack in &claim.acks {
+                push_ack(&mut cmd, ack);
             }
         }
         let (now_ms, statuses, enqueued, claimed, held, wait_ms): RawExchange =
@@ -224,6 +229,13 @@ impl Batch for ExchangeBatch {
         }
         Ok(answers)
     }
+}
+
+/// An ack's arguments: id, lease token, result ('' for none).
+fn push_ack(cmd: &mut redis::Cmd, ack: &Ack) {
+    cmd.arg(&ack.id)
+        .arg(&ack.lease_token)
+        .arg(ack.result.as_ref().map_or("", |result| result.get()));
 }
 
 /// The next `n` ack statuses.
@@ -301,11 +313,8 @@ impl Lane<ExchangeBatch> {
         }
     }
 
-    pub(crate) async fn ack(
-        self: &Arc<Self>,
-        leases: Vec<(String, String)>,
-    ) -> Result<Vec<AckOutcome>> {
-        match self.submit(Exchange::Ack(leases)).await? {
+    pub(crate) async fn ack(self: &Arc<Self>, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        match self.submit(Exchange::Ack(acks)).await? {
             Exchanged::Acked(outcomes) => Ok(outcomes),
             _ => Err(malformed()),
         }

@@ -12,6 +12,8 @@ pub enum JobState {
     Scheduled,
     Processing,
     Dead,
+    /// Acked, and kept with its result until its retention ends.
+    Completed,
 }
 
 /// A job's current lease.
@@ -38,6 +40,11 @@ pub struct Job {
     pub lease: Option<Lease>,
     pub last_error: Option<String>,
     pub dead_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
+    /// What the worker that completed the job sent with its ack.
+    pub result: Option<Box<RawValue>>,
+    /// The latest progress its worker reported, until the job ends.
+    pub progress: Option<Box<RawValue>>,
     /// The group the job shares its priority class with fairly.
     pub group: Option<String>,
 }
@@ -65,20 +72,35 @@ impl Job {
             lease,
             last_error: record.last_error.map(str::to_owned),
             dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
+            completed_at_ms: at_ms.filter(|_| state == JobState::Completed),
+            result: None,
+            progress: None,
             group: record.group.map(str::to_owned),
         })
     }
 }
 
-/// The functions' view of a job: `{id, record, state, state time, lease}`
-/// (see `view` in `lua/library.lua`).
-type RawView = (String, Vec<u8>, String, Option<String>, Option<String>);
+/// The functions' view of a job: `{id, record, state, state time, lease,
+/// progress, result}` (see `view` in `lua/library.lua`).
+type RawView = (
+    String,
+    Vec<u8>,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease) = RawView::from_redis_value(v)?;
-        decode_view(id, &record, &state, at.as_deref(), lease)
-            .ok_or_else(|| String::from("malformed job record").into())
+        let (id, record, state, at, lease, progress, result) = RawView::from_redis_value(v)?;
+        let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
+            .ok_or_else(|| String::from("malformed job record"))?;
+        let json = |text: Option<String>| text.filter(|t| !t.is_empty()).map(RawValue::from_string);
+        job.progress = json(progress).transpose().map_err(|e| e.to_string())?;
+        job.result = json(result).transpose().map_err(|e| e.to_string())?;
+        Ok(job)
     }
 }
 
@@ -96,6 +118,7 @@ fn decode_view(
         "scheduled" => JobState::Scheduled,
         "processing" => JobState::Processing,
         "dead" => JobState::Dead,
+        "completed" => JobState::Completed,
         _ => return None,
     };
     let lease = match (state, lease) {
@@ -105,9 +128,11 @@ fn decode_view(
     Job::from_record(id, record, state, at_ms, lease)
 }
 
-/// A `leases` entry, `token:worker`.
+/// A `leases` entry, `token:worker`, the token perhaps followed by `/` and
+/// a mark (see `lua/library.lua`).
 fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
     let (token, worker) = entry.split_once(':')?;
+    let token = token.split('/').next()?;
     Some(Lease {
         token: token.to_owned(),
         worker: (!worker.is_empty()).then(|| worker.to_owned()),
@@ -128,6 +153,7 @@ mod tests {
             ready_at_ms: 1_700_000_000_500,
             last_error: Some("boom"),
             group: None,
+            retain_ms: 0,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }
@@ -141,7 +167,7 @@ mod tests {
             &record(3),
             "processing",
             Some("1700000060000"),
-            Some("tok-1:worker:7".into()),
+            Some("tok-1/60000:worker:7".into()),
         )
         .expect("decodes");
         assert_eq!(job.priority, 3);

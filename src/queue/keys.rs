@@ -17,10 +17,13 @@ pub enum Key {
     Meta,
     Weights,
     Groups,
+    Completed,
+    Results,
+    Progress,
 }
 
 impl Key {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 12] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -30,6 +33,9 @@ impl Key {
         Self::Meta,
         Self::Weights,
         Self::Groups,
+        Self::Completed,
+        Self::Results,
+        Self::Progress,
     ];
 
     /// The key's name after the queue's hash tag, as `lua/` headers list it.
@@ -44,6 +50,9 @@ impl Key {
             Self::Meta => "meta",
             Self::Weights => "weights",
             Self::Groups => "groups",
+            Self::Completed => "completed",
+            Self::Results => "results",
+            Self::Progress => "progress",
         }
     }
 }
@@ -57,7 +66,7 @@ pub fn tag_field(priority: u8, group: &str) -> String {
 /// The key names of one queue, built once.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
-    keys: [String; 9],
+    keys: [String; 12],
     wake: String,
     group_prefix: String,
 }
@@ -99,17 +108,42 @@ pub fn registry(prefix: &str) -> String {
     format!("{prefix}:queues")
 }
 
-/// The pattern matching every queue's wake-up channel.
-pub(crate) fn wake_pattern(prefix: &str) -> String {
-    format!("{prefix}:{{*}}:wake")
+/// A queue's pub/sub channels, `PREFIX:{q}:wake` and `PREFIX:{q}:done`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Channel {
+    /// Claims waiting on the queue should look again.
+    Wake,
+    /// Jobs ended; the message holds their ids, space-separated.
+    Done,
 }
 
-/// The queue a wake-up channel belongs to.
-pub(crate) fn queue_of_wake_channel<'a>(prefix: &str, channel: &'a str) -> Option<&'a str> {
-    channel
-        .strip_prefix(prefix)?
-        .strip_prefix(":{")?
-        .strip_suffix("}:wake")
+impl Channel {
+    const ALL: [Self; 2] = [Self::Wake, Self::Done];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Wake => "wake",
+            Self::Done => "done",
+        }
+    }
+}
+
+/// The patterns matching every queue's channels.
+pub(crate) fn channel_patterns(prefix: &str) -> Vec<String> {
+    Channel::ALL
+        .iter()
+        .map(|channel| format!("{prefix}:{{*}}:{}", channel.name()))
+        .collect()
+}
+
+/// The queue a channel belongs to, and which of its channels it is.
+pub(crate) fn queue_of_channel<'a>(prefix: &str, channel: &'a str) -> Option<(&'a str, Channel)> {
+    let rest = channel.strip_prefix(prefix)?.strip_prefix(":{")?;
+    Channel::ALL.into_iter().find_map(|kind| {
+        rest.strip_suffix(kind.name())?
+            .strip_suffix("}:")
+            .map(|queue| (queue, kind))
+    })
 }
 
 #[cfg(test)]
@@ -127,13 +161,17 @@ mod tests {
     }
 
     #[test]
-    fn wake_channel_names_its_queue() {
+    fn channels_name_their_queue() {
         let keys = QueueKeys::new("p:x", "a.b-c");
         assert_eq!(
-            queue_of_wake_channel("p:x", keys.wake_channel()),
-            Some("a.b-c")
+            queue_of_channel("p:x", keys.wake_channel()),
+            Some(("a.b-c", Channel::Wake))
         );
-        assert_eq!(queue_of_wake_channel("p:x", "p:x:{a}:pending"), None);
-        assert_eq!(queue_of_wake_channel("other", keys.wake_channel()), None);
+        assert_eq!(
+            queue_of_channel("p:x", "p:x:{a.b-c}:done"),
+            Some(("a.b-c", Channel::Done))
+        );
+        assert_eq!(queue_of_channel("p:x", "p:x:{a}:pending"), None);
+        assert_eq!(queue_of_channel("other", keys.wake_channel()), None);
     }
 }

@@ -17,7 +17,7 @@ use super::keys::{Key, QueueKeys};
 
 /// The helpers first, then the parts of `exchange`, then one file per
 /// function.
-const FILES: [&str; 17] = [
+const FILES: [&str; 18] = [
     include_str!("../../lua/library.lua"),
     include_str!("../../lua/ack.lua"),
     include_str!("../../lua/enqueue.lua"),
@@ -27,6 +27,7 @@ const FILES: [&str; 17] = [
     include_str!("../../lua/nack.lua"),
     include_str!("../../lua/sweep.lua"),
     include_str!("../../lua/job.lua"),
+    include_str!("../../lua/watch.lua"),
     include_str!("../../lua/delete.lua"),
     include_str!("../../lua/requeue.lua"),
     include_str!("../../lua/dead_jobs.lua"),
@@ -45,6 +46,7 @@ pub enum Function {
     Nack,
     Sweep,
     Job,
+    Watch,
     Delete,
     Requeue,
     DeadJobs,
@@ -56,12 +58,13 @@ pub enum Function {
 }
 
 impl Function {
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::Exchange,
         Self::Extend,
         Self::Nack,
         Self::Sweep,
         Self::Job,
+        Self::Watch,
         Self::Delete,
         Self::Requeue,
         Self::DeadJobs,
@@ -79,6 +82,7 @@ impl Function {
             Self::Nack => "nack",
             Self::Sweep => "sweep",
             Self::Job => "job",
+            Self::Watch => "watch",
             Self::Delete => "delete",
             Self::Requeue => "requeue",
             Self::DeadJobs => "dead_jobs",
@@ -96,13 +100,23 @@ impl Function {
         match self {
             Self::Exchange | Self::Nack | Self::Sweep => &[
                 Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups,
+                Completed, Results, Progress,
             ],
-            Self::Extend => &[Processing, Jobs, Leases],
-            Self::Job => &[Scheduled, Processing, Dead, Jobs, Leases],
-            Self::Delete => &[Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups],
+            Self::Job => &[
+                Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress,
+            ],
+            Self::Extend | Self::Watch => &[
+                Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta,
+            ],
+            Self::Delete => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed,
+                Results, Progress,
+            ],
             Self::Requeue => &[Pending, Dead, Jobs, Meta, Weights, Groups],
             Self::DeadJobs => &[Dead, Jobs],
-            Self::Stats => &[Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups],
+            Self::Stats => &[
+                Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed,
+            ],
             Self::Ready => &[],
             Self::Groups => &[Groups, Meta, Weights],
             Self::Settings | Self::Configure => &[Meta, Weights],
@@ -123,11 +137,13 @@ impl Function {
     /// them.
     fn leading_args(self) -> (bool, bool) {
         match self {
-            Self::Exchange | Self::Nack | Self::Sweep | Self::Requeue => (true, true),
-            Self::Delete => (false, true),
+            Self::Exchange | Self::Nack | Self::Sweep | Self::Requeue | Self::Delete => {
+                (true, true)
+            }
             Self::Configure => (true, false),
             Self::Extend
             | Self::Job
+            | Self::Watch
             | Self::DeadJobs
             | Self::Stats
             | Self::Ready

@@ -115,6 +115,9 @@ impl From<redis::ParsingError> for QueueError {
 
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
+/// The longest a job is kept once acked: 30 days, in ms.
+pub const MAX_RETAIN_MS: u64 = 2_592_000_000;
+
 /// A job to add.
 #[derive(Debug)]
 pub struct NewJob {
@@ -128,6 +131,9 @@ pub struct NewJob {
     /// The group it shares its priority class with fairly; `None` joins
     /// the group of jobs without one.
     pub group: Option<String>,
+    /// How long it is kept once acked, in ms; `None` for the queue's
+    /// `retain_ms`.
+    pub retain_ms: Option<u64>,
 }
 
 /// The answer to one enqueued job.
@@ -146,8 +152,17 @@ pub struct ClaimOptions {
     pub max_jobs: u32,
     /// How long to wait for a job when none is claimable.
     pub wait: Duration,
-    /// Jobs to acknowledge before claiming: id and lease token.
-    pub acks: Vec<(String, String)>,
+    /// Jobs to acknowledge before claiming.
+    pub acks: Vec<Ack>,
+}
+
+/// One acknowledgement.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    pub id: String,
+    pub lease_token: String,
+    /// Kept with the job when it is retained once acked; dropped otherwise.
+    pub result: Option<Box<RawValue>>,
 }
 
 /// How a worker gives a job back.
@@ -192,6 +207,8 @@ pub struct QueueStats {
     /// Named groups with jobs waiting or processing.
     pub groups: u64,
     pub paused: bool,
+    /// Jobs acked and kept until their retention ends.
+    pub completed: u64,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -203,8 +220,9 @@ pub struct ClassStats {
 }
 
 /// The stats function's reply: counts by state, then
-/// `(priority, pending, oldest age ms)` per class, named groups, paused.
-type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8);
+/// `(priority, pending, oldest age ms)` per class, named groups, paused,
+/// completed.
+type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8, u64);
 
 /// What one sweep of a queue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -215,6 +233,8 @@ pub struct Swept {
     pub dead: u64,
     /// Due scheduled jobs made pending.
     pub promoted: u64,
+    /// Completed jobs whose retention ended, deleted.
+    pub purged: u64,
     /// Where the next sweep goes on looking at the queue's tags and groups.
     pub cursors: SweepCursors,
 }
@@ -405,6 +425,7 @@ impl Broker {
                 delay_ms: job.delay_ms,
                 max_attempts: job.max_attempts,
                 group: job.group.clone(),
+                retain_ms: job.retain_ms,
                 body: record::body(&job.task, job.args.get()),
             })
             .collect::<Vec<_>>();
@@ -442,6 +463,9 @@ impl Broker {
                             lease: None,
                             last_error: None,
                             dead_at_ms: None,
+                            completed_at_ms: None,
+                            result: None,
+                            progress: None,
                             group: new.group,
                         },
                         created: true,
@@ -461,10 +485,11 @@ impl Broker {
     pub async fn claim(
         &self,
         queue: &str,
-        options: ClaimOptions,
+        mut options: ClaimOptions,
         shutdown: &CancellationToken,
     ) -> Result<Claimed> {
         let lanes = self.lanes(queue);
+        let mut acks = std::mem::take(&mut options.acks);
         let entry = |acks| ClaimEntry {
             lease_ms: options.lease_ms,
             max_jobs: options.max_jobs,
@@ -472,13 +497,12 @@ impl Broker {
             acks,
         };
         if options.wait.is_zero() {
-            let claimed = lanes.lane.claim(entry(options.acks.clone())).await?;
+            let claimed = lanes.lane.claim(entry(acks)).await?;
             count_claim(&lanes.counters, &claimed);
             return Ok(claimed);
         }
         let deadline = Instant::now() + options.wait;
         let signal = self.waiters.signal(queue);
-        let mut acks = options.acks.clone();
         let mut acked = None;
         let mut waiting = None;
         loop {
@@ -509,7 +533,7 @@ impl Broker {
                     ..claimed
                 });
             }
-            waiting.get_or_insert_with(Waiting::start);
+            waiting.get_or_insert_with(|| Waiting::start(telemetry::LONG_POLLS_WAITING));
             // A rate limit says when the next token comes: look again then.
             // Otherwise wait to be told (a job, a resume, a freed slot).
             let next_look = match claimed.held {
@@ -526,18 +550,29 @@ impl Broker {
     }
 
     /// Acknowledges finished jobs, each on its own terms.
-    pub async fn ack(&self, queue: &str, leases: Vec<(String, String)>) -> Result<Vec<AckOutcome>> {
+    pub async fn ack(&self, queue: &str, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
         let lanes = self.lanes(queue);
-        let outcomes = lanes.lane.ack(leases).await?;
+        let outcomes = lanes.lane.ack(acks).await?;
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
         lanes.counters.acked.increment(acked as u64);
         Ok(outcomes)
     }
 
-    /// Moves a lease's deadline to `lease_ms` from now.
-    pub async fn extend(&self, queue: &str, id: &str, token: &str, lease_ms: u64) -> Result<Job> {
+    /// Moves a lease's deadline to `lease_ms` from now, and records the
+    /// worker's progress when it reports some.
+    pub async fn extend(
+        &self,
+        queue: &str,
+        id: &str,
+        token: &str,
+        lease_ms: u64,
+        progress: Option<&RawValue>,
+    ) -> Result<Job> {
         let mut cmd = LIBRARY.call(Function::Extend, &self.lanes(queue).keys);
-        cmd.arg(id).arg(token).arg(lease_ms);
+        cmd.arg(id)
+            .arg(token)
+            .arg(lease_ms)
+            .arg(progress.map_or("", RawValue::get));
         self.call(&cmd).await
     }
 
@@ -566,6 +601,46 @@ impl Broker {
         cmd.arg(id);
         let job: Option<Job> = self.call(&cmd).await?;
         job.ok_or(QueueError::NotFound)
+    }
+
+    /// One job, once it has ended (completed or dead), or as it is when
+    /// `wait` is over or at `shutdown`. The job's end is heard from whichever
+    /// instance ended it (see `wake`), with a recheck now and then.
+    pub async fn wait_for_job(
+        &self,
+        queue: &str,
+        id: &str,
+        wait: Duration,
+        shutdown: &CancellationToken,
+    ) -> Result<Job> {
+        let deadline = Instant::now() + wait;
+        let signal = self.waiters.job_signal(queue, id);
+        // Listen before looking, so an end in between still wakes us.
+        let mut woken = Box::pin(signal.notified());
+        woken.as_mut().enable();
+        let mut cmd = LIBRARY.call(Function::Watch, &self.lanes(queue).keys);
+        cmd.arg(id)
+            .arg(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let mut job: Job = self
+            .call::<Option<Job>>(&cmd)
+            .await?
+            .ok_or(QueueError::NotFound)?;
+        let _waiting = Waiting::start(telemetry::JOB_WAITS);
+        loop {
+            let ended = matches!(job.state, JobState::Completed | JobState::Dead);
+            if ended || Instant::now() >= deadline || shutdown.is_cancelled() {
+                return Ok(job);
+            }
+            let recheck = deadline.min(Instant::now() + RECHECK_INTERVAL);
+            tokio::select! {
+                () = woken.as_mut() => {}
+                () = tokio::time::sleep_until(recheck) => {}
+                () = shutdown.cancelled() => {}
+            }
+            woken = Box::pin(signal.notified());
+            woken.as_mut().enable();
+            job = self.job(queue, id).await?;
+        }
     }
 
     /// Deletes a pending, scheduled or dead job.
@@ -628,8 +703,17 @@ impl Broker {
     /// A queue's counts; a queue never used has zeros.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         let cmd = LIBRARY.call(Function::Stats, &self.lanes(queue).keys);
-        let (pending, scheduled, processing, expired_leases, dead, classes, groups, paused): RawStats =
-            self.call(&cmd).await?;
+        let (
+            pending,
+            scheduled,
+            processing,
+            expired_leases,
+            dead,
+            classes,
+            groups,
+            paused,
+            completed,
+        ): RawStats = self.call(&cmd).await?;
         Ok(QueueStats {
             pending,
             scheduled,
@@ -646,6 +730,7 @@ impl Broker {
                 .collect(),
             groups,
             paused: paused == 1,
+            completed,
         })
     }
 
@@ -703,13 +788,14 @@ impl Broker {
         let lanes = self.lanes(queue);
         let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
         cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
-        let (reclaimed, dead, promoted, tags, groups) = self.call(&cmd).await?;
+        let (reclaimed, dead, promoted, tags, groups, purged) = self.call(&cmd).await?;
         lanes.counters.leases_expired.increment(reclaimed);
         lanes.counters.dead_lettered.increment(dead);
         Ok(Swept {
             reclaimed,
             dead,
             promoted,
+            purged,
             cursors: SweepCursors { tags, groups },
         })
     }
@@ -795,19 +881,20 @@ impl Broker {
     }
 }
 
-/// A claim that found nothing and waits, counted while it does.
-struct Waiting;
+/// A wait (a claim that found nothing, a read waiting for a job to end),
+/// counted in its gauge while it lasts.
+struct Waiting(&'static str);
 
 impl Waiting {
-    fn start() -> Self {
-        metrics::gauge!(telemetry::LONG_POLLS_WAITING).increment(1);
-        Self
+    fn start(gauge: &'static str) -> Self {
+        metrics::gauge!(gauge).increment(1);
+        Self(gauge)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        metrics::gauge!(telemetry::LONG_POLLS_WAITING).decrement(1);
+        metrics::gauge!(self.0).decrement(1);
     }
 }
 

@@ -4,16 +4,19 @@
 //! significant first): flags, priority, attempts, max_attempts,
 //! enqueued_at ms, and ready_at − enqueued_at ms; then, when flags has bit
 //! 1, the last error, and when it has bit 2, the group (each its length as
-//! a varint, then the text); then the body: the task's length in bytes as
+//! a varint, then the text); when it has bit 4, how long the job is kept
+//! once acked (ms, a varint); then the body: the task's length in bytes as
 //! a varint, the task, and the args as the client sent them. The functions
 //! in `lua/` read and rewrite the header, the error and the group, never
 //! the body. A job with 200 bytes of args and
 //! a 5-byte task takes a record of 217 bytes, which jemalloc keeps in a
 //! 224-byte allocation.
 
-/// Flags bits: the header is followed by the last error, then the group.
+/// Flags bits: the header is followed by the last error, then the group,
+/// then the retention.
 const HAS_ERROR: u64 = 1;
 const HAS_GROUP: u64 = 2;
+const HAS_RETAIN: u64 = 4;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub struct Record<'a> {
     pub ready_at_ms: i64,
     pub last_error: Option<&'a str>,
     pub group: Option<&'a str>,
+    /// How long the job is kept once acked, in ms (0: not at all).
+    pub retain_ms: u64,
     pub task: &'a str,
     /// JSON, as the client sent it.
     pub args: &'a str,
@@ -38,7 +43,7 @@ impl<'a> Record<'a> {
         let mut field = || read_varint(&mut rest);
         let (flags, priority, attempts, max_attempts, enqueued, ready_delta) =
             (field()?, field()?, field()?, field()?, field()?, field()?);
-        if flags & !(HAS_ERROR | HAS_GROUP) != 0 {
+        if flags & !(HAS_ERROR | HAS_GROUP | HAS_RETAIN) != 0 {
             return None;
         }
         let mut text = |present: bool| -> Option<Option<&'a str>> {
@@ -52,6 +57,11 @@ impl<'a> Record<'a> {
         };
         let last_error = text(flags & HAS_ERROR != 0)?;
         let group = text(flags & HAS_GROUP != 0)?;
+        let retain_ms = if flags & HAS_RETAIN != 0 {
+            read_varint(&mut rest)?
+        } else {
+            0
+        };
         let task_len = usize::try_from(read_varint(&mut rest)?).ok()?;
         let (task, args) = (rest.get(..task_len)?, rest.get(task_len..)?);
         let enqueued_at_ms = i64::try_from(enqueued).ok()?;
@@ -63,6 +73,7 @@ impl<'a> Record<'a> {
             ready_at_ms: enqueued_at_ms.checked_add(i64::try_from(ready_delta).ok()?)?,
             last_error,
             group,
+            retain_ms,
             task: std::str::from_utf8(task).ok()?,
             args: std::str::from_utf8(args).ok()?,
         })
@@ -71,7 +82,9 @@ impl<'a> Record<'a> {
     /// The whole record, as the functions write it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.task.len() + self.args.len());
-        let flags = self.last_error.map_or(0, |_| HAS_ERROR) | self.group.map_or(0, |_| HAS_GROUP);
+        let flags = self.last_error.map_or(0, |_| HAS_ERROR)
+            | self.group.map_or(0, |_| HAS_GROUP)
+            | if self.retain_ms > 0 { HAS_RETAIN } else { 0 };
         for n in [
             flags,
             u64::from(self.priority),
@@ -87,6 +100,9 @@ impl<'a> Record<'a> {
         for text in [self.last_error, self.group].into_iter().flatten() {
             write_varint(&mut out, text.len() as u64);
             out.extend_from_slice(text.as_bytes());
+        }
+        if self.retain_ms > 0 {
+            write_varint(&mut out, self.retain_ms);
         }
         out.extend_from_slice(&body(self.task, self.args));
         out
@@ -169,6 +185,7 @@ mod tests {
             ready_at_ms: 1_796_003_050_511 + 2_592_000_000,
             last_error: Some("boom: é"),
             group: Some("tenant:42"),
+            retain_ms: 86_400_000,
             task: "t:é",
             args: r#"{"a":[1,2]}"#,
         };
@@ -186,6 +203,7 @@ mod tests {
             ready_at_ms: 1_796_003_050_511,
             last_error: None,
             group: None,
+            retain_ms: 0,
             task: "bench",
             args: "{}",
         };
@@ -204,6 +222,7 @@ mod tests {
             ready_at_ms: 1,
             last_error: None,
             group: None,
+            retain_ms: 0,
             task: "task",
             args: "{}",
         }

@@ -16,6 +16,9 @@ pub struct Settings {
     pub group_weights: BTreeMap<String, u32>,
     /// Jobs processing at once at most per named group, fleet-wide.
     pub group_max_in_flight: Option<u64>,
+    /// How long jobs enqueued without a `retain_ms` of their own are kept
+    /// once acked, in ms (0: not at all).
+    pub retain_ms: u64,
 }
 
 /// At most `burst` + `per_second` × t jobs handed out over any t seconds.
@@ -38,6 +41,8 @@ pub struct SettingsChange {
     /// A weight per group; `None` drops the group's weight.
     pub group_weights: Vec<(String, Option<u32>)>,
     pub group_max_in_flight: Option<Option<u64>>,
+    /// `Some(None)` (or 0) resets it: not kept.
+    pub retain_ms: Option<Option<u64>>,
 }
 
 impl SettingsChange {
@@ -56,6 +61,10 @@ impl SettingsChange {
             ("rate_per_second", self.rate_per_second.map(value)),
             ("rate_burst", self.rate_burst.map(value)),
             ("group_max_in_flight", self.group_max_in_flight.map(value)),
+            (
+                "retain_ms",
+                self.retain_ms.map(|ms| value(ms.filter(|ms| *ms > 0))),
+            ),
         ];
         fields.extend(
             optional
@@ -87,6 +96,7 @@ impl Settings {
             rate_limit,
             group_weights: weights.into_iter().collect(),
             group_max_in_flight: number("group_max_in_flight"),
+            retain_ms: number("retain_ms").unwrap_or(0),
         }
     }
 }

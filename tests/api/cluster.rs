@@ -11,6 +11,7 @@ use prioq::config::Config;
 use prioq::queue::keys::{Key, QueueKeys};
 use serde_json::json;
 
+use crate::completion::{check_retention, check_wait_woken_across_instances};
 use crate::fairness::{
     check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
 };
@@ -178,6 +179,16 @@ fn wait_for_ping(url: &str) -> String {
 pub(crate) fn shared_cluster() -> &'static RedisCluster {
     static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
     CLUSTER.get_or_init(RedisCluster::start)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_retention_keeps_completed_jobs_for_their_window() {
+    check_retention(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_wait_on_one_instance_is_answered_when_another_acks() {
+    check_wait_woken_across_instances(shared_cluster().config()).await;
 }
 
 #[tokio::test]

@@ -447,7 +447,7 @@ async fn settings_merge_patches_field_by_field() {
     assert_eq!(
         defaults,
         json!({"paused": false, "max_in_flight": null, "rate_limit": null,
-               "group_weights": {}, "group_max_in_flight": null})
+               "group_weights": {}, "group_max_in_flight": null, "retain_ms": 0})
     );
     configure(
         &app,
@@ -458,7 +458,7 @@ async fn settings_merge_patches_field_by_field() {
     configure(
         &app,
         "q",
-        json!({"rate_limit": {"per_second": 2.5, "burst": 3}}),
+        json!({"rate_limit": {"per_second": 2.5, "burst": 3}, "retain_ms": 60_000}),
     )
     .await;
     let merged = configure(
@@ -470,13 +470,13 @@ async fn settings_merge_patches_field_by_field() {
     assert_eq!(
         merged,
         json!({"paused": false, "max_in_flight": 5, "rate_limit": {"per_second": 2.5, "burst": 7},
-               "group_weights": {"b": 3}, "group_max_in_flight": null})
+               "group_weights": {"b": 3}, "group_max_in_flight": null, "retain_ms": 60_000})
     );
     assert_eq!(app.get(app.queue_url("q", "/settings")).await.body, merged);
     let reset = configure(
         &app,
         "q",
-        json!({"max_in_flight": null, "rate_limit": null, "group_weights": null}),
+        json!({"max_in_flight": null, "rate_limit": null, "group_weights": null, "retain_ms": null}),
     )
     .await;
     assert_eq!(reset, defaults);

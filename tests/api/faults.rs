@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoints::ms_of;
 use crate::guide::claim_in_process_and_kill_answer;
 use crate::helpers::{
-    RedisServer, TempDir, redis, redis_connection, script_calls, spawn_app_with, test_config,
-    unique_prefix, until, until_script_calls_exceed,
+    RedisServer, TempDir, function_calls, redis, redis_connection, script_calls, spawn_app_with,
+    test_config, unique_prefix, until, until_script_calls_exceed,
 };
 use crate::ops::{Service, within};
 use crate::proxy::Nginx;
@@ -2344,13 +2344,14 @@ fn raise_open_files_limit(wanted: u64) -> u64 {
     target
 }
 
-/// Waits until `count` long polls of `service` have looked for a job and
-/// wait, as its `prioq_long_polls_waiting` gauge tells.
-async fn until_polls_wait(service: &Service, count: usize) {
+/// Waits until `count` waits of `service` have looked once and wait, as
+/// its gauge for that kind of wait tells.
+async fn until_crowd_waits(service: &Service, crowding: Crowding, count: usize) {
     let http = reqwest::Client::new();
+    let prefix = format!("{} ", crowding.gauge());
     until(
         Duration::from_secs(30),
-        "every poll has looked once and waits",
+        "every request of the crowd has looked once and waits",
         || async {
             // A slow scrape on a busy machine: then look again.
             let Ok(response) = http.get(service.url("/metrics")).send().await else {
@@ -2358,7 +2359,7 @@ async fn until_polls_wait(service: &Service, count: usize) {
             };
             let text = response.text().await.unwrap_or_default();
             text.lines()
-                .find_map(|line| line.strip_prefix("prioq_long_polls_waiting "))
+                .find_map(|line| line.strip_prefix(prefix.as_str()))
                 .and_then(|value| value.trim().parse::<f64>().ok())
                 .is_some_and(|waiting| waiting >= count as f64)
         },
@@ -2372,6 +2373,24 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// What a crowd holds: long polls for a job to claim, or reads waiting
+/// for a job to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crowding {
+    Claims,
+    JobWaits,
+}
+
+impl Crowding {
+    /// The gauge counting this kind of wait.
+    fn gauge(self) -> &'static str {
+        match self {
+            Self::Claims => "prioq_long_polls_waiting",
+            Self::JobWaits => "prioq_job_waits",
+        }
+    }
+}
+
 /// What one round of [`crowd_round`] measured.
 #[derive(Debug)]
 struct Crowd {
@@ -2379,16 +2398,57 @@ struct Crowd {
     rss_kib: u64,
     all_waiting: Duration,
     all_answered: Duration,
+    /// Function calls (reads included) Redis ran over one second while
+    /// all of them waited.
+    idle_calls: u64,
 }
 
-/// [`POLLS`] long polls (`wait_ms` 4000) held at once against `service`
-/// on queue `queue`, then [`POLL_JOBS`] jobs enqueued in one batch: each
-/// poll gets at most one job, every job goes to exactly one poll, the
-/// others answer an empty list when their wait is over. Measures the
-/// service's descriptors and memory while all of them wait.
-async fn crowd_round(service: &Service, queue: &str) -> Crowd {
-    // Each poll on its own connection, closed once answered.
-    let pollers = reqwest::Client::builder()
+/// [`POLLS`] requests held at once against `service` on queue `queue`,
+/// each waiting up to 4 s, then [`POLL_JOBS`] of them given what they wait
+/// for in one request. Claims: a batch of jobs is enqueued; each poll gets
+/// at most one, every job goes to exactly one poll, the others answer an
+/// empty list when their wait is over. Job waits: each reads a job of its
+/// own, leased beforehand and kept once acked; one ack-many acks
+/// `POLL_JOBS` of them with results; those reads answer `completed` with
+/// the result, the others `processing` when their wait is over. Measures
+/// the service's descriptors and memory while all of them wait, and the
+/// function calls Redis ran meanwhile.
+async fn crowd_round(
+    service: &Service,
+    redis: &mut redis::aio::MultiplexedConnection,
+    crowding: Crowding,
+    queue: &str,
+) -> Crowd {
+    let admin = reqwest::Client::new();
+    let post = async |path: &str, body: Value| {
+        let response = admin
+            .post(service.url(&format!("/v1/queues/{queue}{path}")))
+            .json(&body)
+            .send()
+            .await
+            .expect("answered");
+        assert!(response.status().is_success(), "{path}: {response:?}");
+        response.json::<Value>().await.unwrap_or(Value::Null)
+    };
+    // The jobs to wait for, leased.
+    let mut tokens = BTreeMap::new();
+    if crowding == Crowding::JobWaits {
+        let jobs: Vec<Value> = (0..POLLS)
+            .map(|n| json!({"task": "t", "id": format!("w-{n}"), "retain_ms": 600_000}))
+            .collect();
+        post("/jobs/batch", json!({"jobs": jobs})).await;
+        while tokens.len() < POLLS {
+            let claimed = post("/claim", json!({"max_jobs": 100})).await;
+            for job in claimed["jobs"].as_array().expect("jobs") {
+                tokens.insert(
+                    job["id"].as_str().expect("id").to_owned(),
+                    job["lease_token"].clone(),
+                );
+            }
+        }
+    }
+    // Each request on its own connection, closed once answered.
+    let waiters = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(30))
         .build()
@@ -2401,86 +2461,131 @@ async fn crowd_round(service: &Service, queue: &str) -> Crowd {
     // drops some of them.
     for n in 0..POLLS {
         if n % 100 == 0 && n > 0 {
-            until_polls_wait(service, n).await;
+            until_crowd_waits(service, crowding, n).await;
         }
-        let (http, url) = (
-            pollers.clone(),
-            service.url(&format!("/v1/queues/{queue}/claim")),
-        );
+        let request = match crowding {
+            Crowding::Claims => waiters
+                .post(service.url(&format!("/v1/queues/{queue}/claim")))
+                .json(&json!({"worker": format!("poller-{n}"), "wait_ms": 4000})),
+            Crowding::JobWaits => {
+                waiters.get(service.url(&format!("/v1/queues/{queue}/jobs/w-{n}?wait_ms=4000")))
+            }
+        };
         polls.push(tokio::spawn(async move {
-            let response = http
-                .post(url)
-                .json(&json!({"worker": format!("poller-{n}"), "wait_ms": 4000}))
+            let response = request
                 .send()
                 .await
-                .map_err(|e| format!("poll {n}: {e:?}"))?;
+                .map_err(|e| format!("request {n}: {e:?}"))?;
             let status = response.status();
             let body: Value = response
                 .json()
                 .await
-                .map_err(|e| format!("poll {n}: {e:?}"))?;
+                .map_err(|e| format!("request {n}: {e:?}"))?;
             Ok::<_, String>((status, body))
         }));
     }
-    until_polls_wait(service, POLLS).await;
+    until_crowd_waits(service, crowding, POLLS).await;
     let all_waiting = started.elapsed();
     let (fds, rss_kib) = (open_fds(service.pid()), rss_kib(service.pid()));
+    // A window in which nothing is supposed to happen, not a wait for
+    // something to happen: what the idle crowd costs Redis.
+    let calls_before = function_calls(redis).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_calls = function_calls(redis).await - calls_before;
 
-    let jobs: Vec<Value> = (0..POLL_JOBS)
-        .map(|n| json!({"task": "t", "args": {"n": n}}))
-        .collect();
-    let batch = reqwest::Client::new()
-        .post(service.url(&format!("/v1/queues/{queue}/jobs/batch")))
-        .json(&json!({"jobs": jobs}))
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(batch.status(), StatusCode::OK);
-    let mut claimed = Vec::new();
-    let mut empty = 0;
-    for poll in polls {
+    match crowding {
+        Crowding::Claims => {
+            let jobs: Vec<Value> = (0..POLL_JOBS)
+                .map(|n| json!({"task": "t", "args": {"n": n}}))
+                .collect();
+            post("/jobs/batch", json!({"jobs": jobs})).await;
+        }
+        Crowding::JobWaits => {
+            let acks: Vec<Value> = (0..POLL_JOBS)
+                .map(|n| {
+                    let id = format!("w-{n}");
+                    json!({"id": id, "lease_token": tokens[&id], "result": {"n": n}})
+                })
+                .collect();
+            post("/ack", json!({"jobs": acks})).await;
+        }
+    }
+    let mut served = Vec::new();
+    let mut unserved = 0;
+    for (n, poll) in polls.into_iter().enumerate() {
         let (status, body) = within(Duration::from_secs(20), poll)
             .await
             .expect("poll task")
             .unwrap_or_else(|e| panic!("{e}; the service logged:\n{}", tail(&service.log(), 30)));
         assert_eq!(status, StatusCode::OK, "{body}");
-        let jobs = body["jobs"].as_array().expect("jobs");
-        assert!(jobs.len() <= 1, "a poll got {} jobs", jobs.len());
-        match jobs.first() {
-            Some(job) => claimed.push(job["id"].as_str().expect("id").to_owned()),
-            None => empty += 1,
+        match crowding {
+            Crowding::Claims => {
+                let jobs = body["jobs"].as_array().expect("jobs");
+                assert!(jobs.len() <= 1, "a poll got {} jobs", jobs.len());
+                match jobs.first() {
+                    Some(job) => served.push(job["id"].as_str().expect("id").to_owned()),
+                    None => unserved += 1,
+                }
+            }
+            Crowding::JobWaits => {
+                if n < POLL_JOBS {
+                    assert_eq!(
+                        (&body["state"], &body["result"]),
+                        (&json!("completed"), &json!({"n": n})),
+                        "{body}"
+                    );
+                    served.push(body["id"].as_str().expect("id").to_owned());
+                } else {
+                    assert_eq!(body["state"], "processing", "{body}");
+                    unserved += 1;
+                }
+            }
         }
     }
     let all_answered = started.elapsed();
-    claimed.sort();
-    claimed.dedup();
+    served.sort();
+    served.dedup();
     assert_eq!(
-        claimed.len(),
+        served.len(),
         POLL_JOBS,
-        "every job went to exactly one poll"
+        "every job went to exactly one request"
     );
-    assert_eq!(empty, POLLS - POLL_JOBS);
+    assert_eq!(unserved, POLLS - POLL_JOBS);
     Crowd {
         fds,
         rss_kib,
         all_waiting,
         all_answered,
+        idle_calls,
     }
 }
 
 /// A thousand long polls held at once by one real prioq process, twice:
 /// they all answer, the descriptors follow the connections and come back
-/// to the baseline, and the memory they take is bounded and taken again
-/// (not added to) by the second crowd.
+/// to the baseline, the memory they take is bounded and taken again (not
+/// added to) by the second crowd, and while they wait they cost Redis
+/// nothing (each looks once, and again when woken or when its wait is
+/// over).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
+    a_thousand_at_once(Crowding::Claims).await;
+}
+
+/// The same with a thousand reads waiting for their jobs to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_job_waits_at_once_keep_memory_and_descriptors_bounded() {
+    a_thousand_at_once(Crowding::JobWaits).await;
+}
+
+async fn a_thousand_at_once(crowding: Crowding) {
     let limit = raise_open_files_limit(4096);
     assert!(
         limit as usize > POLLS + 200,
         "open files limited to {limit}; {POLLS} polls need more"
     );
     let server = RedisServer::start();
-    // No sweeper at work while the polls wait.
+    let mut redis = redis_connection(&server.url()).await;
+    // No sweeper at work while the requests wait.
     let service = Service::start_with(
         &server.url(),
         &unique_prefix(),
@@ -2515,19 +2620,27 @@ async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
         (open_fds(pid), rss_kib(pid))
     };
 
-    let first = crowd_round(&service, "crowd").await;
+    // Job waits need jobs of their own each round; claims may share.
+    let queues = match crowding {
+        Crowding::Claims => ["crowd", "crowd"],
+        Crowding::JobWaits => ["crowd-1", "crowd-2"],
+    };
+    let first = crowd_round(&service, &mut redis, crowding, queues[0]).await;
     let (fds_after_first, rss_after_first) = settle().await;
-    let second = crowd_round(&service, "crowd").await;
+    let second = crowd_round(&service, &mut redis, crowding, queues[1]).await;
     let (fds_after, rss_after) = settle().await;
     eprintln!(
-        "{POLLS} long polls held at once on one instance, twice:\n\
-         first: all waiting after {:?}, all answered after {:?}; second: {:?}, {:?}\n\
+        "{POLLS} {crowding:?} held at once on one instance, twice:\n\
+         first: all waiting after {:?}, all answered after {:?}, {} Redis calls in an idle second; \
+         second: {:?}, {:?}, {} calls\n\
          fds: before {fds_before}, during {}, after {fds_after_first}; during {}, after {fds_after}\n\
          VmRSS KiB: before {rss_before}, during {}, after {rss_after_first}; during {}, after {rss_after}",
         first.all_waiting,
         first.all_answered,
+        first.idle_calls,
         second.all_waiting,
         second.all_answered,
+        second.idle_calls,
         first.fds,
         second.fds,
         first.rss_kib,
@@ -2536,16 +2649,17 @@ async fn a_thousand_long_polls_at_once_keep_memory_and_descriptors_bounded() {
     for crowd in [&first, &second] {
         assert!(
             crowd.fds >= fds_before + POLLS,
-            "the polls were not all held at once: {crowd:?}"
+            "the requests were not all held at once: {crowd:?}"
         );
         assert!(crowd.fds <= fds_before + POLLS + 20, "{crowd:?}");
-        // Under 128 KiB per waiting poll.
+        // Under 128 KiB per waiting request.
         assert!(crowd.rss_kib <= rss_before + 128 * 1024, "{crowd:?}");
+        assert_eq!(crowd.idle_calls, 0, "{crowd:?}");
     }
     // The second crowd mostly reuses the first one's memory. (The
     // allocator settles after a few crowds: over twelve, VmRSS went 77,
     // 89, 90, 92... and stayed at 94 MiB from the sixth on.) A leak of
-    // 32 KiB or more per poll would show here.
+    // 32 KiB or more per request would show here.
     assert!(
         rss_after <= rss_after_first + 32 * 1024,
         "memory grows from crowd to crowd: {rss_after_first} KiB, then {rss_after} KiB"

@@ -501,6 +501,9 @@ fn mutate_value(rng: &mut Rng, value: &mut Value, raws: &mut Vec<String>) {
         "burst",
         "group_weights",
         "group_max_in_flight",
+        "retain_ms",
+        "result",
+        "progress",
         "extra",
         "",
         "TASK",
@@ -781,6 +784,7 @@ impl Fuzzer {
             "delay_ms": 0,
             "max_attempts": 5,
             "group": "tenant-1",
+            "retain_ms": 600_000,
         })
     }
 
@@ -792,9 +796,13 @@ impl Fuzzer {
             Target::Claim => {
                 json!({"worker": "fuzz", "lease_ms": 600_000, "max_jobs": 1, "wait_ms": 0})
             }
-            Target::Ack => json!({"lease_token": token}),
-            Target::AckMany => json!({"jobs": [{"id": leased, "lease_token": token}]}),
-            Target::Extend => json!({"lease_token": token, "lease_ms": 600_000}),
+            Target::Ack => json!({"lease_token": token, "result": {"sent": [1, "é"]}}),
+            Target::AckMany => {
+                json!({"jobs": [{"id": leased, "lease_token": token, "result": null}]})
+            }
+            Target::Extend => {
+                json!({"lease_token": token, "lease_ms": 600_000, "progress": {"done": 0.5}})
+            }
             Target::Nack => json!({
                 "lease_token": token, "delay_ms": 0, "error": "boom", "dead": false, "priority": 4,
             }),
@@ -802,6 +810,7 @@ impl Fuzzer {
             Target::Settings => json!({
                 "paused": false, "max_in_flight": 10, "rate_limit": {"per_second": 5.5, "burst": 5},
                 "group_weights": {"a": 2, "b": null}, "group_max_in_flight": 3,
+                "retain_ms": 86_400_000,
             }),
         }
     }

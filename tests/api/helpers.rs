@@ -328,18 +328,39 @@ impl TestApp {
             .expect("text")
     }
 
-    /// Waits until `count` long polls of this instance have looked for a
-    /// job and wait, as its `prioq_long_polls_waiting` gauge tells.
-    pub async fn until_long_polls_wait(&self, count: usize) {
-        until(Duration::from_secs(10), "the long polls wait", || async {
-            self.metrics()
-                .await
-                .lines()
-                .find_map(|line| line.strip_prefix("prioq_long_polls_waiting "))
-                .and_then(|value| value.trim().parse::<f64>().ok())
-                .is_some_and(|waiting| waiting >= count as f64)
+    /// This instance's gauge `name` (one without labels).
+    async fn gauge(&self, name: &str) -> f64 {
+        let prefix = format!("{name} ");
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits until this instance's gauge `name` reaches `count`: so many
+    /// long polls (`prioq_long_polls_waiting`) or waits on a job
+    /// (`prioq_job_waits`) have looked once and wait.
+    pub async fn until_gauge(&self, name: &str, count: usize) {
+        until(Duration::from_secs(10), name, || async {
+            self.gauge(name).await >= count as f64
         })
         .await;
+    }
+
+    /// Waits until this instance's gauge `name` is below `count`.
+    pub async fn until_gauge_below(&self, name: &str, count: usize) {
+        until(Duration::from_secs(10), name, || async {
+            self.gauge(name).await < count as f64
+        })
+        .await;
+    }
+
+    /// Waits until `count` long polls of this instance have looked for a
+    /// job and wait.
+    pub async fn until_long_polls_wait(&self, count: usize) {
+        self.until_gauge("prioq_long_polls_waiting", count).await;
     }
 
     /// Every key of this instance's prefix with its full contents.
@@ -502,16 +523,32 @@ impl Drop for TempDir {
 
 /// Function calls (FCALL) the Redis behind `conn` has run so far.
 pub async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(conn, &["fcall"]).await
+}
+
+/// Function calls of either kind (FCALL, and FCALL_RO for reads) the Redis
+/// behind `conn` has run so far.
+pub async fn function_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(conn, &["fcall", "fcall_ro"]).await
+}
+
+/// Calls of `commands` the Redis behind `conn` has run so far, summed.
+async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, commands: &[&str]) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
         .await
         .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
+    commands
+        .iter()
+        .filter_map(|command| {
+            let prefix = format!("cmdstat_{command}:calls=");
+            info.lines()
+                .find_map(|line| line.strip_prefix(prefix.as_str()))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|calls| calls.parse::<u64>().ok())
+        })
+        .sum()
 }
 
 /// Waits until the Redis behind `conn` has run more script calls than

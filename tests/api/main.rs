@@ -6,6 +6,7 @@ mod helpers;
 mod batching;
 mod claim_acks;
 mod cluster;
+mod completion;
 mod endpoints;
 mod fairness;
 mod faults;

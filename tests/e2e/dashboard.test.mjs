@@ -359,6 +359,41 @@ describe('a queue with groups', () => {
   });
 });
 
+describe('completed jobs', () => {
+  before(async () => {
+    const { api } = prioq;
+    await api.configure('results', { retain_ms: 3600000 });
+    for (const id of ['done-1', 'busy-1']) await api.enqueue('results', { id, task: 'render', priority: 2 });
+    const [done, busy] = await api.claim('results', 'renderer-1', { max_jobs: 2, lease_ms: 600000 });
+    for (const [job, progress] of [[done, 'page 3 of 3'], [busy, { page: 2, of: 7 }]]) {
+      await api.expect(200, 'POST', `/v1/queues/results/jobs/${job.id}/extend`,
+        { lease_token: job.lease_token, progress });
+    }
+    await api.expect(204, 'POST', `/v1/queues/results/jobs/${done.id}/ack`,
+      { lease_token: done.lease_token, result: { pages: 3, url: 'https://example.com/r.pdf' } });
+  });
+
+  test('the job lookup shows a completed job\'s result, and a running job\'s progress', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/results/jobs/done-1`);
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="state"]'), 'completed');
+    await expectText(job.locator('[data-field="completed_at"]'), /ago|just now/);
+    await expectText(job.locator('[data-field="result"]'), /"url": "https:\/\/example.com\/r.pdf"/);
+    assert.equal(await job.locator('[data-field="progress"]').count(), 0);
+    await expectText(page.locator('[data-count="completed"]'), '1');
+    await expectText(page.locator('#queue-settings [data-setting="retain_ms"]'), '1 h');
+    await screenshot(page, 'completed');
+    await page.getByLabel('Job id').fill('busy-1');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await expectText(job.locator('[data-field="state"]'), 'processing');
+    await expectText(job.locator('[data-field="progress"]'), /"of": 7/);
+    assert.equal(await job.locator('[data-field="result"]').count(), 0);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+});
+
 describe('with API tokens', () => {
   let secured;
 

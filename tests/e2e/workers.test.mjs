@@ -1,7 +1,9 @@
 // The example workers in examples/ against a live prioq with a token and a
-// real Redis: they work through a queue, keep a long job's lease alive,
-// ack each job with their next claim (one request per job) and nack,
-// handle each error answer, and stop cleanly on SIGTERM.
+// real Redis: they work through a queue, keep a long job's lease alive
+// and report its progress, ack each job with its result with their next
+// claim (one request per job) and nack, handle each error answer, and stop
+// cleanly on SIGTERM. And the call-and-wait producer: it enqueues, waits,
+// and prints the result or the error.
 
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -64,6 +66,20 @@ async function requestCounts() {
   const line = /^prioq_http_request_duration_seconds_count\{route="([^"]*)",status="(\d+)"\} (\d+)$/gm;
   for (const [, route, status, count] of body.matchAll(line)) counts.set(`${route} ${status}`, Number(count));
   return counts;
+}
+
+/**
+ * Reads a job until `done` holds for it, every 50 ms, at most `ms`;
+ * answers the job.
+ */
+async function untilJob(queue, id, done, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const { status, body } = await prioq.api.job(queue, id);
+    if (status === 200 && done(body)) return body;
+    if (Date.now() > deadline) throw new Error(`job ${id} never got there: ${status} ${JSON.stringify(body)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Sends SIGTERM and insists on exit status 0 within PROMPT_MS. */
@@ -148,6 +164,29 @@ for (const language of Object.keys(WORKERS)) {
       await stopsCleanly(worker);
     });
 
+    test('reports progress on a long job and acks each job with its result', async () => {
+      const queue = `results-${language}`;
+      const { api } = prioq;
+      await api.configure(queue, { retain_ms: 600000 });
+      const worker = startWorker(language, { PRIOQ_QUEUE: queue });
+      await worker.waitForLine(/ polling /);
+      await api.enqueue(queue, { id: 'long-1', task: 'sleep', args: { ms: 3000 } });
+      // A report reaches prioq with a heartbeat while the job still runs.
+      const running = await untilJob(queue, 'long-1', (job) => job.progress !== null);
+      assert.equal(running.state, 'processing', JSON.stringify(running));
+      assert.equal(running.progress.of_ms, 3000);
+      assert.ok(running.progress.slept_ms < 3000, JSON.stringify(running.progress));
+      await api.enqueue(queue, { id: 'echo-1', task: 'echo', args: { n: 7 } });
+      for (const id of ['long-1', 'echo-1']) await worker.waitForLine(new RegExp(`^acked ${id}$`));
+      const long = (await api.job(queue, 'long-1')).body;
+      assert.equal(long.state, 'completed', JSON.stringify(long));
+      assert.deepEqual(long.result, { slept_ms: 3000 });
+      assert.equal(long.progress, null, 'progress ends with the job');
+      const echoed = (await api.job(queue, 'echo-1')).body;
+      assert.deepEqual([echoed.state, echoed.result], ['completed', { n: 7 }]);
+      await stopsCleanly(worker);
+    });
+
     test('stops at once on SIGTERM while it waits for work', async () => {
       const queue = `idle-${language}`;
       const worker = startWorker(language, { PRIOQ_QUEUE: queue });
@@ -195,3 +234,50 @@ for (const language of Object.keys(WORKERS)) {
     });
   });
 }
+
+describe('the call-and-wait producer', () => {
+  const produce = (queue, id) => new Proc(`call-${id}`, 'python3', [
+    path.join(root, 'examples', 'call_and_wait.py'), queue, 'render', '{"page": 1}', id,
+  ], {
+    env: { PATH: process.env.PATH, PRIOQ_URL: prioq.base, PRIOQ_TOKEN: TOKEN, PRIOQ_TIMEOUT_S: '30' },
+  });
+
+  /** Claims the job `id` once the producer has enqueued it. */
+  async function claimed(queue, id) {
+    await untilJob(queue, id, (job) => job.state === 'pending');
+    const [job] = await prioq.api.claim(queue, 'test');
+    assert.equal(job?.id, id);
+    return job;
+  }
+
+  test('prints the result once a worker acks, whichever request it waits in', async () => {
+    const queue = 'calls';
+    const producer = produce(queue, 'call-1');
+    const job = await claimed(queue, 'call-1');
+    assert.equal(job.args.page, 1);
+    await prioq.api.expect(204, 'POST', `/v1/queues/${queue}/jobs/call-1/ack`, {
+      lease_token: job.lease_token, result: { pages: ['p1.pdf'] },
+    });
+    const { code } = await withTimeout(producer.exited, 10000, 'the producer did not finish');
+    assert.equal(code, 0, producer.tail());
+    assert.deepEqual(JSON.parse(producer.lines.at(-1)), { pages: ['p1.pdf'] });
+    // Run again with the same id: the kept job answers, no second job.
+    const again = produce(queue, 'call-1');
+    assert.equal((await withTimeout(again.exited, 10000, 'the second run did not finish')).code, 0, again.tail());
+    assert.ok(again.lines.includes('found call-1'), again.tail());
+    const stats = await prioq.api.stats(queue);
+    assert.deepEqual([stats.pending, stats.processing, stats.completed], [0, 0, 1]);
+  });
+
+  test('prints the error and exits 1 when the job dies', async () => {
+    const queue = 'calls-dying';
+    const producer = produce(queue, 'call-2');
+    const job = await claimed(queue, 'call-2');
+    await prioq.api.expect(200, 'POST', `/v1/queues/${queue}/jobs/call-2/nack`, {
+      lease_token: job.lease_token, error: 'renderer crashed', dead: true,
+    });
+    const { code } = await withTimeout(producer.exited, 10000, 'the producer did not finish');
+    assert.equal(code, 1, producer.tail());
+    assert.ok(producer.lines.some((line) => /call-2 died: renderer crashed/.test(line)), producer.tail());
+  });
+});
