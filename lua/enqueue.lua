@@ -66,11 +66,14 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         local group = argv[base + 4] ~= '' and argv[base + 4] or nil
         local retain = tonumber(argv[base + 5]) or c.retain
         -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
-        -- group, retention
+        -- group, retention, schedule (`c.schedule`: set by `fire`)
         records[#records + 1] = id
-        records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0))
+        local schedule = c.schedule
+        records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0)
+            + (schedule and HAS_SCHEDULE or 0))
           .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
           .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
+          .. (schedule and (small_varint(#schedule) .. schedule) or '')
           .. argv[base + 6]
         if delay > 0 then
           w.scheduled[#w.scheduled + 1] = ms(now + delay)

@@ -21,6 +21,11 @@
 --   results    hash   id -> "<completed_at ms>:<result JSON>" of completed
 --                     jobs ('' for no result)
 --   progress   hash   id -> the latest progress JSON its worker reported
+--   schedules  hash   name -> the schedule's definition (JSON, written and
+--                     read by prioq, opaque here)
+--   schedules:due  zset  name -> the schedule's next fire time (ms), for
+--                     schedules not paused
+--   schedules:runs hash  name -> its last fire time that made a job (ms)
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -77,7 +82,8 @@
 --   ready_at - enqueued_at (when the job last became pending, or its run_at)
 -- then, when flags has bit 1, the last error, and when it has bit 2, the
 -- group: each its length (varint) and text; when it has bit 4, the
--- retention once acked (ms, varint); then the body, which prioq
+-- retention once acked (ms, varint); when it has bit 8, the name of the
+-- schedule that made the job (length and text); then the body, which prioq
 -- writes and no function reads: the task's length in bytes (varint), the
 -- task, the args as sent.
 --
@@ -88,7 +94,7 @@
 -- A score's fraction holds 2^44 tag units next to an 8-bit priority: 8 + 44
 -- bits stay exact in a float64.
 local SPAN = 17592186044416
-local HAS_ERROR, HAS_GROUP, HAS_RETAIN = 1, 2, 4
+local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
 
 -- The names of a class's fields in `meta`, made once per class: a number
@@ -180,13 +186,15 @@ local function decode(record)
   if flags % 2 == 1 then job.error, pos = read_text(record, pos) end
   if math.floor(flags / 2) % 2 == 1 then job.group, pos = read_text(record, pos) end
   if math.floor(flags / 4) % 2 == 1 then job.retain, pos = read_varint(record, pos) end
+  if math.floor(flags / 8) % 2 == 1 then job.schedule, pos = read_text(record, pos) end
   job.body = string.sub(record, pos)
   return job
 end
 
 local function encode(job)
   local bytes, texts = {}, {}
-  put_varint(bytes, (job.error and HAS_ERROR or 0) + (job.group and HAS_GROUP or 0) + (job.retain and HAS_RETAIN or 0))
+  put_varint(bytes, (job.error and HAS_ERROR or 0) + (job.group and HAS_GROUP or 0) + (job.retain and HAS_RETAIN or 0)
+    + (job.schedule and HAS_SCHEDULE or 0))
   put_varint(bytes, job.prio)
   put_varint(bytes, job.attempts)
   put_varint(bytes, job.max)
@@ -200,6 +208,10 @@ local function encode(job)
     end
   end
   if job.retain then texts[#texts + 1] = varint(job.retain) end
+  if job.schedule then
+    texts[#texts + 1] = varint(#job.schedule)
+    texts[#texts + 1] = job.schedule
+  end
   texts[#texts + 1] = job.body
   return table.concat(texts)
 end

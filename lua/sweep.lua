@@ -6,19 +6,22 @@
 -- up to `batch` finish tags and groups from where the last pass stopped:
 -- tags at or behind their class's virtual time are dropped (they tag a
 -- group's next job no differently), and a group below its cap gets back
--- the heads it lacks (after the cap was raised). Safe to run from every
--- instance at once: a lease is taken back exactly once.
+-- the heads it lacks (after the cap was raised); and lists up to `batch`
+-- schedules that are due, for the caller to fire (see `fire`). Safe to
+-- run from every instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress
+--   groups, completed, results, progress, schedules, schedules:due
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over)
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted,
---   next tags cursor, next groups cursor, completed jobs deleted}
+--   next tags cursor, next groups cursor, completed jobs deleted, now,
+--   the due schedules: name, fire time due and definition each}
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
     leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
+    results = keys[11], progress = keys[12], schedules = keys[13], due = keys[14],
+    wake = argv[1], group_prefix = argv[2],
   }
   local c = context(q)
   local now, batch = now_ms(), tonumber(argv[3])
@@ -50,6 +53,13 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
   for i = 1, #groups[2], 2 do
     restore_heads(c, groups[2][i])
   end
+  local due = {}
+  local names = redis.call('ZRANGE', q.due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch, 'WITHSCORES')
+  for i = 1, #names, 2 do
+    due[#due + 1] = names[i]
+    due[#due + 1] = names[i + 1]
+    due[#due + 1] = redis.call('HGET', q.schedules, names[i]) or ''
+  end
   settle(c)
-  return {taken, buried, promoted, tags[1], groups[1], #purged}
+  return {taken, buried, promoted, tags[1], groups[1], #purged, now, due}
 end)

@@ -1,20 +1,20 @@
-//! The lease sweeper every instance runs: takes back expired leases and
-//! promotes due scheduled jobs, and deletes completed jobs whose retention
-//! ended, queue by queue, in bounded batches. Each
-//! batch is one function call, so any number of instances may sweep at
-//! once.
+//! The lease sweeper every instance runs: takes back expired leases,
+//! promotes due scheduled jobs, deletes completed jobs whose retention
+//! ended, and fires due schedules, queue by queue, in bounded batches.
+//! Each batch is one function call (and one more per due schedule), so any
+//! number of instances may sweep at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use std::collections::HashMap;
+use crate::queue::{Broker, Fired, Result, SweepCursors};
 
-use crate::queue::{Broker, Result, SweepCursors};
-
-/// Leases one call takes back, and due jobs it promotes, at most.
+/// Leases one call takes back, due jobs it promotes, completed jobs it
+/// deletes and due schedules it lists, at most.
 const BATCH: u32 = 100;
 /// Batches per queue and pass, so one busy queue cannot hold up the rest.
 const MAX_BATCHES: u32 = 50;
@@ -77,8 +77,27 @@ pub async fn sweep(
                     "took back expired leases"
                 );
             }
+            for due in &swept.due {
+                match broker.fire(&queue, due, swept.now_ms).await {
+                    Ok(Fired::Enqueued { job_id }) => {
+                        tracing::info!(queue, schedule = due.name, job = job_id, "fired");
+                    }
+                    Ok(Fired::Stale) => {}
+                    // The schedule stays due: the next sweep tries again.
+                    Err(error) => tracing::warn!(
+                        queue,
+                        schedule = due.name,
+                        error = %error,
+                        "could not fire the schedule"
+                    ),
+                }
+            }
             let full = u64::from(BATCH);
-            if swept.reclaimed < full && swept.promoted < full && swept.purged < full {
+            if swept.reclaimed < full
+                && swept.promoted < full
+                && swept.purged < full
+                && swept.due.len() < BATCH as usize
+            {
                 break;
             }
         }

@@ -97,11 +97,11 @@ pub struct EnqueueRequest {
     retain_ms: Option<u64>,
 }
 
-fn empty_args() -> Box<RawValue> {
+pub(super) fn empty_args() -> Box<RawValue> {
     RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable!("`{{}}` is JSON"))
 }
 
-fn default_priority() -> u8 {
+pub(super) fn default_priority() -> u8 {
     1
 }
 
@@ -159,6 +159,30 @@ impl EnqueueRequest {
     }
 }
 
+/// The job a schedule enqueues at each fire time, checked by the enqueue
+/// rules (fields named without a prefix).
+pub(super) fn scheduled_job(
+    task: String,
+    args: Box<RawValue>,
+    priority: u8,
+    max_attempts: Option<u32>,
+    group: Option<String>,
+    retain_ms: u64,
+    default_max_attempts: u32,
+) -> Result<NewJob> {
+    EnqueueRequest {
+        task,
+        args,
+        priority,
+        id: None,
+        delay_ms: 0,
+        max_attempts,
+        group,
+        retain_ms: Some(retain_ms),
+    }
+    .into_new_job("", default_max_attempts)
+}
+
 /// Many jobs to add at once.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -200,6 +224,9 @@ pub struct JobView {
     pub priority: u8,
     /// The job's group; null when it has none.
     pub group: Option<String>,
+    /// The schedule whose fire time made the job (fired jobs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
     pub state: StateName,
     /// Deliveries that ended without an ack.
     pub attempts: u32,
@@ -248,6 +275,7 @@ impl JobView {
             args: job.args,
             priority: job.priority,
             group: job.group,
+            schedule: job.schedule,
             state: match job.state {
                 JobState::Pending => StateName::Pending,
                 JobState::Scheduled => StateName::Scheduled,

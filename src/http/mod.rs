@@ -11,6 +11,7 @@ mod openapi;
 mod ops;
 mod params;
 mod queues;
+mod schedules;
 mod settings;
 mod ui;
 
@@ -72,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dlq::router())
         .merge(queues::router())
         .merge(settings::router())
+        .merge(schedules::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .merge(api)

@@ -11,7 +11,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 
-use super::{claims, dlq, error, jobs, ops, queues, settings};
+use super::{claims, dlq, error, jobs, ops, queues, schedules, settings};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -27,6 +27,8 @@ use super::{claims, dlq, error, jobs, ops, queues, settings};
         dlq::dead_jobs, dlq::requeue, dlq::delete_dead,
         queues::queues, queues::queue, queues::groups,
         settings::settings, settings::change_settings, settings::pause, settings::resume,
+        schedules::schedules, schedules::schedule, schedules::put_schedule,
+        schedules::delete_schedule, schedules::pause_schedule, schedules::resume_schedule,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(error::Problem, error::ProblemCode)),
@@ -36,6 +38,7 @@ use super::{claims, dlq, error, jobs, ops, queues, settings};
         (name = "leases", description = "Claim jobs and end their leases"),
         (name = "dlq", description = "The dead-letter queue"),
         (name = "queues", description = "Queue statistics, groups and settings"),
+        (name = "schedules", description = "Recurring schedules: a job at each fire time of a cron pattern"),
         (name = "operations", description = "Health, metrics and documentation; open without a token"),
     )
 )]

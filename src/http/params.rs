@@ -66,6 +66,33 @@ pub fn is_job_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
+/// A schedule's name: `^[A-Za-z0-9_.-]{1,100}$`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "String")]
+pub struct ScheduleName(String);
+
+impl TryFrom<String> for ScheduleName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        let valid = (1..=100).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if valid {
+            Ok(Self(name))
+        } else {
+            Err("a schedule name is 1 to 100 of A-Z a-z 0-9 _ . -".into())
+        }
+    }
+}
+
+impl ScheduleName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A page cursor from the query string, as a previous page gave it.
 pub fn parse_cursor(cursor: Option<String>) -> Result<Option<PageCursor>, ApiError> {
     cursor
@@ -88,6 +115,12 @@ pub struct JobPath {
     pub id: JobId,
 }
 
+#[derive(Debug, Deserialize)]
+pub struct SchedulePath {
+    pub queue: QueueName,
+    pub name: ScheduleName,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +132,16 @@ mod tests {
         }
         for bad in ["", "_a", ".a", "a b", "a:b", "a{b}", "é", &"a".repeat(129)] {
             assert!(QueueName::try_from(bad.to_owned()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schedule_names_follow_the_contract() {
+        for good in ["nightly", "a", "Report_1.v-2", &"a".repeat(100)] {
+            assert!(ScheduleName::try_from(good.to_owned()).is_ok(), "{good}");
+        }
+        for bad in ["", "a:b", "a b", "é", &"a".repeat(101)] {
+            assert!(ScheduleName::try_from(bad.to_owned()).is_err(), "{bad}");
         }
     }
 

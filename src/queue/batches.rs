@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::redis::{self, FromRedisValue, Value};
+use deadpool_redis::redis::{self, Cmd, FromRedisValue, Value};
 
 use super::job::{Job, JobState, Lease};
 use super::lane::{Batch, Lane};
@@ -43,7 +43,7 @@ pub(crate) struct EnqueueReply {
 }
 
 /// `1` for a created job, else the view of the one already known.
-fn known_job(item: Value) -> Result<Option<Job>> {
+pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
     match item {
         Value::Int(1) => Ok(None),
         view => Job::from_redis_value(view)
@@ -117,6 +117,21 @@ pub(crate) struct ExchangeBatch {
 /// token.
 type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64);
 
+/// Adds one enqueue request's jobs to a call (the enqueue part's section
+/// layout): their number, then seven arguments per job.
+pub(crate) fn push_jobs(cmd: &mut Cmd, jobs: &[OutgoingJob]) {
+    cmd.arg(jobs.len());
+    for job in jobs {
+        cmd.arg(&job.id)
+            .arg(job.priority)
+            .arg(job.delay_ms)
+            .arg(job.max_attempts)
+            .arg(job.group.as_deref().unwrap_or(""))
+            .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
+            .arg(&job.body);
+    }
+}
+
 impl Batch for ExchangeBatch {
     type Entry = Exchange;
     type Reply = Exchanged;
@@ -162,16 +177,7 @@ impl Batch for ExchangeBatch {
         }
         cmd.arg(enqueues.len());
         for jobs in enqueues {
-            cmd.arg(jobs.len());
-            for job in jobs {
-                cmd.arg(&job.id)
-                    .arg(job.priority)
-                    .arg(job.delay_ms)
-                    .arg(job.max_attempts)
-                    .arg(job.group.as_deref().unwrap_or(""))
-                    .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
-                    .arg(&job.body);
-            }
+            push_jobs(&mut cmd, jobs);
         }
         cmd.arg(claims.len());
         for claim in &claims {

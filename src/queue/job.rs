@@ -47,6 +47,8 @@ pub struct Job {
     pub progress: Option<Box<RawValue>>,
     /// The group the job shares its priority class with fairly.
     pub group: Option<String>,
+    /// The schedule that made the job.
+    pub schedule: Option<String>,
 }
 
 impl Job {
@@ -76,6 +78,7 @@ impl Job {
             result: None,
             progress: None,
             group: record.group.map(str::to_owned),
+            schedule: record.schedule.map(str::to_owned),
         })
     }
 }
@@ -154,6 +157,7 @@ mod tests {
             last_error: Some("boom"),
             group: None,
             retain_ms: 0,
+            schedule: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }

@@ -20,10 +20,13 @@ pub enum Key {
     Completed,
     Results,
     Progress,
+    Schedules,
+    ScheduleDue,
+    ScheduleRuns,
 }
 
 impl Key {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 15] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -36,6 +39,9 @@ impl Key {
         Self::Completed,
         Self::Results,
         Self::Progress,
+        Self::Schedules,
+        Self::ScheduleDue,
+        Self::ScheduleRuns,
     ];
 
     /// The key's name after the queue's hash tag, as `lua/` headers list it.
@@ -53,6 +59,9 @@ impl Key {
             Self::Completed => "completed",
             Self::Results => "results",
             Self::Progress => "progress",
+            Self::Schedules => "schedules",
+            Self::ScheduleDue => "schedules:due",
+            Self::ScheduleRuns => "schedules:runs",
         }
     }
 }
@@ -66,7 +75,7 @@ pub fn tag_field(priority: u8, group: &str) -> String {
 /// The key names of one queue, built once.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
-    keys: [String; 12],
+    keys: [String; Key::ALL.len()],
     wake: String,
     group_prefix: String,
 }

@@ -17,7 +17,7 @@ use super::keys::{Key, QueueKeys};
 
 /// The helpers first, then the parts of `exchange`, then one file per
 /// function.
-const FILES: [&str; 18] = [
+const FILES: [&str; 22] = [
     include_str!("../../lua/library.lua"),
     include_str!("../../lua/ack.lua"),
     include_str!("../../lua/enqueue.lua"),
@@ -36,6 +36,10 @@ const FILES: [&str; 18] = [
     include_str!("../../lua/groups.lua"),
     include_str!("../../lua/settings.lua"),
     include_str!("../../lua/configure.lua"),
+    include_str!("../../lua/fire.lua"),
+    include_str!("../../lua/schedules.lua"),
+    include_str!("../../lua/put_schedule.lua"),
+    include_str!("../../lua/delete_schedule.lua"),
 ];
 
 /// A function of the library.
@@ -55,10 +59,14 @@ pub enum Function {
     Groups,
     Settings,
     Configure,
+    Fire,
+    Schedules,
+    PutSchedule,
+    DeleteSchedule,
 }
 
 impl Function {
-    const ALL: [Self; 14] = [
+    const ALL: [Self; 18] = [
         Self::Exchange,
         Self::Extend,
         Self::Nack,
@@ -73,6 +81,10 @@ impl Function {
         Self::Groups,
         Self::Settings,
         Self::Configure,
+        Self::Fire,
+        Self::Schedules,
+        Self::PutSchedule,
+        Self::DeleteSchedule,
     ];
 
     fn stem(self) -> &'static str {
@@ -91,6 +103,10 @@ impl Function {
             Self::Groups => "groups",
             Self::Settings => "settings",
             Self::Configure => "configure",
+            Self::Fire => "fire",
+            Self::Schedules => "schedules",
+            Self::PutSchedule => "put_schedule",
+            Self::DeleteSchedule => "delete_schedule",
         }
     }
 
@@ -98,10 +114,44 @@ impl Function {
     fn keys(self) -> &'static [Key] {
         use Key::*;
         match self {
-            Self::Exchange | Self::Nack | Self::Sweep => &[
+            Self::Exchange | Self::Nack => &[
                 Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups,
                 Completed, Results, Progress,
             ],
+            Self::Sweep => &[
+                Pending,
+                Scheduled,
+                Processing,
+                Dead,
+                Jobs,
+                Leases,
+                Meta,
+                Weights,
+                Groups,
+                Completed,
+                Results,
+                Progress,
+                Schedules,
+                ScheduleDue,
+            ],
+            Self::Fire => &[
+                Pending,
+                Scheduled,
+                Processing,
+                Dead,
+                Jobs,
+                Leases,
+                Meta,
+                Weights,
+                Groups,
+                Completed,
+                Results,
+                Progress,
+                ScheduleDue,
+                ScheduleRuns,
+            ],
+            Self::Schedules | Self::DeleteSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
+            Self::PutSchedule => &[Schedules, ScheduleDue],
             Self::Job => &[
                 Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress,
             ],
@@ -128,7 +178,12 @@ impl Function {
     fn reads_only(self) -> bool {
         matches!(
             self,
-            Self::Job | Self::DeadJobs | Self::Stats | Self::Groups | Self::Settings
+            Self::Job
+                | Self::DeadJobs
+                | Self::Stats
+                | Self::Groups
+                | Self::Settings
+                | Self::Schedules
         )
     }
 
@@ -137,9 +192,12 @@ impl Function {
     /// them.
     fn leading_args(self) -> (bool, bool) {
         match self {
-            Self::Exchange | Self::Nack | Self::Sweep | Self::Requeue | Self::Delete => {
-                (true, true)
-            }
+            Self::Exchange
+            | Self::Nack
+            | Self::Sweep
+            | Self::Requeue
+            | Self::Delete
+            | Self::Fire => (true, true),
             Self::Configure => (true, false),
             Self::Extend
             | Self::Job
@@ -148,7 +206,10 @@ impl Function {
             | Self::Stats
             | Self::Ready
             | Self::Groups
-            | Self::Settings => (false, false),
+            | Self::Settings
+            | Self::Schedules
+            | Self::PutSchedule
+            | Self::DeleteSchedule => (false, false),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod keys;
 mod lane;
 pub mod library;
 pub mod record;
+mod schedules;
 mod settings;
 pub(crate) mod wake;
 
@@ -31,6 +32,7 @@ pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
 use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
+pub use schedules::{Cron, CronError, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
 use settings::RawSettings;
 pub use settings::{RateLimit, Settings, SettingsChange};
 use wake::Waiters;
@@ -237,7 +239,14 @@ pub struct Swept {
     pub purged: u64,
     /// Where the next sweep goes on looking at the queue's tags and groups.
     pub cursors: SweepCursors,
+    /// Redis's time of the sweep.
+    pub now_ms: i64,
+    /// The queue's schedules that are due, for [`Broker::fire`].
+    pub due: Vec<DueSchedule>,
 }
+
+/// The sweep function's reply.
+type RawSwept = (u64, u64, u64, String, String, u64, i64, Vec<String>);
 
 /// Where a sweep of a queue's finish tags and groups starts: where the
 /// last one stopped, or the start.
@@ -467,6 +476,7 @@ impl Broker {
                             result: None,
                             progress: None,
                             group: new.group,
+                            schedule: None,
                         },
                         created: true,
                     }
@@ -788,15 +798,34 @@ impl Broker {
         let lanes = self.lanes(queue);
         let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
         cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
-        let (reclaimed, dead, promoted, tags, groups, purged) = self.call(&cmd).await?;
+        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due): RawSwept =
+            self.call(&cmd).await?;
         lanes.counters.leases_expired.increment(reclaimed);
         lanes.counters.dead_lettered.increment(dead);
+        let due = due
+            .chunks(3)
+            .map(|item| match item {
+                [name, due_ms, spec] => Ok(DueSchedule {
+                    name: name.clone(),
+                    due_ms: due_ms
+                        .parse::<f64>()
+                        .map(|ms| ms as i64)
+                        .map_err(|e| QueueError::Unknown(e.into()))?,
+                    spec: spec.clone(),
+                }),
+                _ => Err(QueueError::Unknown(anyhow::anyhow!(
+                    "the sweep function listed a schedule short"
+                ))),
+            })
+            .collect::<Result<_>>()?;
         Ok(Swept {
             reclaimed,
             dead,
             promoted,
             purged,
             cursors: SweepCursors { tags, groups },
+            now_ms,
+            due,
         })
     }
 

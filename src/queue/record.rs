@@ -5,7 +5,8 @@
 //! enqueued_at ms, and ready_at − enqueued_at ms; then, when flags has bit
 //! 1, the last error, and when it has bit 2, the group (each its length as
 //! a varint, then the text); when it has bit 4, how long the job is kept
-//! once acked (ms, a varint); then the body: the task's length in bytes as
+//! once acked (ms, a varint); when it has bit 8, the name of the schedule
+//! that made it (length and text); then the body: the task's length in bytes as
 //! a varint, the task, and the args as the client sent them. The functions
 //! in `lua/` read and rewrite the header, the error and the group, never
 //! the body. A job with 200 bytes of args and
@@ -13,10 +14,11 @@
 //! 224-byte allocation.
 
 /// Flags bits: the header is followed by the last error, then the group,
-/// then the retention.
+/// then the retention, then the schedule.
 const HAS_ERROR: u64 = 1;
 const HAS_GROUP: u64 = 2;
 const HAS_RETAIN: u64 = 4;
+const HAS_SCHEDULE: u64 = 8;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +33,8 @@ pub struct Record<'a> {
     pub group: Option<&'a str>,
     /// How long the job is kept once acked, in ms (0: not at all).
     pub retain_ms: u64,
+    /// The schedule that made the job.
+    pub schedule: Option<&'a str>,
     pub task: &'a str,
     /// JSON, as the client sent it.
     pub args: &'a str,
@@ -43,25 +47,17 @@ impl<'a> Record<'a> {
         let mut field = || read_varint(&mut rest);
         let (flags, priority, attempts, max_attempts, enqueued, ready_delta) =
             (field()?, field()?, field()?, field()?, field()?, field()?);
-        if flags & !(HAS_ERROR | HAS_GROUP | HAS_RETAIN) != 0 {
+        if flags & !(HAS_ERROR | HAS_GROUP | HAS_RETAIN | HAS_SCHEDULE) != 0 {
             return None;
         }
-        let mut text = |present: bool| -> Option<Option<&'a str>> {
-            if !present {
-                return Some(None);
-            }
-            let len = usize::try_from(read_varint(&mut rest)?).ok()?;
-            let (text, after) = (rest.get(..len)?, rest.get(len..)?);
-            rest = after;
-            Some(Some(std::str::from_utf8(text).ok()?))
-        };
-        let last_error = text(flags & HAS_ERROR != 0)?;
-        let group = text(flags & HAS_GROUP != 0)?;
+        let last_error = read_text(&mut rest, flags & HAS_ERROR != 0)?;
+        let group = read_text(&mut rest, flags & HAS_GROUP != 0)?;
         let retain_ms = if flags & HAS_RETAIN != 0 {
             read_varint(&mut rest)?
         } else {
             0
         };
+        let schedule = read_text(&mut rest, flags & HAS_SCHEDULE != 0)?;
         let task_len = usize::try_from(read_varint(&mut rest)?).ok()?;
         let (task, args) = (rest.get(..task_len)?, rest.get(task_len..)?);
         let enqueued_at_ms = i64::try_from(enqueued).ok()?;
@@ -74,6 +70,7 @@ impl<'a> Record<'a> {
             last_error,
             group,
             retain_ms,
+            schedule,
             task: std::str::from_utf8(task).ok()?,
             args: std::str::from_utf8(args).ok()?,
         })
@@ -84,7 +81,8 @@ impl<'a> Record<'a> {
         let mut out = Vec::with_capacity(20 + self.task.len() + self.args.len());
         let flags = self.last_error.map_or(0, |_| HAS_ERROR)
             | self.group.map_or(0, |_| HAS_GROUP)
-            | if self.retain_ms > 0 { HAS_RETAIN } else { 0 };
+            | if self.retain_ms > 0 { HAS_RETAIN } else { 0 }
+            | self.schedule.map_or(0, |_| HAS_SCHEDULE);
         for n in [
             flags,
             u64::from(self.priority),
@@ -104,9 +102,25 @@ impl<'a> Record<'a> {
         if self.retain_ms > 0 {
             write_varint(&mut out, self.retain_ms);
         }
+        if let Some(schedule) = self.schedule {
+            write_varint(&mut out, schedule.len() as u64);
+            out.extend_from_slice(schedule.as_bytes());
+        }
         out.extend_from_slice(&body(self.task, self.args));
         out
     }
+}
+
+/// A length-prefixed text at the start of `rest`, when `present`; moves
+/// `rest` past it. `None` when the bytes do not hold one.
+fn read_text<'a>(rest: &mut &'a [u8], present: bool) -> Option<Option<&'a str>> {
+    if !present {
+        return Some(None);
+    }
+    let len = usize::try_from(read_varint(rest)?).ok()?;
+    let (text, after) = (rest.get(..len)?, rest.get(len..)?);
+    *rest = after;
+    Some(Some(std::str::from_utf8(text).ok()?))
 }
 
 /// Tag units in a score's fraction: 2^44, so that an 8-bit priority and a
@@ -186,6 +200,7 @@ mod tests {
             last_error: Some("boom: é"),
             group: Some("tenant:42"),
             retain_ms: 86_400_000,
+            schedule: Some("nightly"),
             task: "t:é",
             args: r#"{"a":[1,2]}"#,
         };
@@ -204,6 +219,7 @@ mod tests {
             last_error: None,
             group: None,
             retain_ms: 0,
+            schedule: None,
             task: "bench",
             args: "{}",
         };
@@ -223,6 +239,7 @@ mod tests {
             last_error: None,
             group: None,
             retain_ms: 0,
+            schedule: None,
             task: "task",
             args: "{}",
         }

@@ -18,6 +18,7 @@ use crate::fairness::{
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
 use crate::helpers::{redis, spawn_app_with, test_config};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
+use crate::schedules::check_fires_once_per_fire_time;
 
 /// Three cluster-enabled `redis-server`s joined into one cluster. Like the
 /// single servers of the harness, they die with the test process.
@@ -189,6 +190,11 @@ async fn cluster_retention_keeps_completed_jobs_for_their_window() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_wait_on_one_instance_is_answered_when_another_acks() {
     check_wait_woken_across_instances(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_three_instances_fire_each_fire_time_exactly_once() {
+    check_fires_once_per_fire_time(shared_cluster().config()).await;
 }
 
 #[tokio::test]

@@ -295,6 +295,8 @@ const ENQUEUE_QUEUE: &str = "fz";
 const LEASE_QUEUE: &str = "fx";
 const DEAD_QUEUE: &str = "fd";
 const SETTINGS_QUEUE: &str = "fs";
+/// Its schedules never fire during the test: the sweeper does not run.
+const SCHEDULE_QUEUE: &str = "fc";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
@@ -307,9 +309,10 @@ enum Target {
     Nack,
     Requeue,
     Settings,
+    Schedule,
 }
 
-const TARGETS: [Target; 9] = [
+const TARGETS: [Target; 10] = [
     Target::Enqueue,
     Target::Batch,
     Target::Claim,
@@ -319,6 +322,7 @@ const TARGETS: [Target; 9] = [
     Target::Nack,
     Target::Requeue,
     Target::Settings,
+    Target::Schedule,
 ];
 
 /// A processing job with its lease, and a dead job.
@@ -771,6 +775,7 @@ impl Fuzzer {
             Target::Nack => format!("/v1/queues/{LEASE_QUEUE}/jobs/{leased}/nack"),
             Target::Requeue => format!("/v1/queues/{DEAD_QUEUE}/dlq/{dead}/requeue"),
             Target::Settings => format!("/v1/queues/{SETTINGS_QUEUE}/settings"),
+            Target::Schedule => format!("/v1/queues/{SCHEDULE_QUEUE}/schedules/nightly"),
         }
     }
 
@@ -812,6 +817,11 @@ impl Fuzzer {
                 "group_weights": {"a": 2, "b": null}, "group_max_in_flight": 3,
                 "retain_ms": 86_400_000,
             }),
+            Target::Schedule => json!({
+                "cron": "0 3 * * MON-FRI", "timezone": "Europe/Berlin", "task": "report",
+                "args": {"kind": ["daily", 1, null]}, "priority": self.rng.below(256),
+                "max_attempts": 5, "group": "ops", "retain_ms": 60_000, "paused": false,
+            }),
         }
     }
 
@@ -843,8 +853,10 @@ impl Fuzzer {
             _ => valid_bytes,
         };
         let mut probe = Probe::post(self.path(target), body);
-        if target == Target::Settings {
-            probe.method = Method::PATCH;
+        match target {
+            Target::Settings => probe.method = Method::PATCH,
+            Target::Schedule => probe.method = Method::PUT,
+            _ => {}
         }
         if self.rng.one_in(6) {
             probe.content_type = junk_content_type(&mut self.rng);
@@ -872,6 +884,7 @@ impl Fuzzer {
             Target::Enqueue | Target::Batch => ENQUEUE_QUEUE,
             Target::Requeue => DEAD_QUEUE,
             Target::Settings => SETTINGS_QUEUE,
+            Target::Schedule => SCHEDULE_QUEUE,
             _ => LEASE_QUEUE,
         };
         let id = match target {

@@ -16,6 +16,7 @@ mod leases;
 mod library;
 mod ops;
 mod proxy;
+mod schedules;
 mod score;
 mod soak;
 mod spec;

@@ -1,0 +1,43 @@
+-- fire: enqueues the job of one fire time of a schedule, once fleet-wide.
+-- A sweeper saw the schedule due at ARGV[4] and worked out, from its cron
+-- pattern, the fire time to run (the latest one not after now: one job
+-- for however many were missed) and the next one. The call goes ahead
+-- only while the schedule's next fire time is still ARGV[4], so of the
+-- instances racing for a fire time exactly one enqueues the job and moves
+-- the schedule on; the others change nothing. The job's id,
+-- `<name>:<fire time>`, makes a repeat of a fire time add nothing either.
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups, completed, results, progress, schedules:due, schedules:runs
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
+--   name, ARGV[4] its fire time seen due (ms), ARGV[5] the fire time to
+--   run (ms), ARGV[6] the one after it ('' for none), then an enqueues
+--   section of one request of one job (see the enqueue part).
+-- Returns: {'STALE'} when the schedule's next fire time is no longer
+--   ARGV[4] (fired elsewhere, changed, paused or deleted); else the
+--   enqueue's answer: 'OK' and 1 for a job created or the view of the one
+--   already known, or 'SEQUENCE_EXHAUSTED' with the schedule left due.
+redis.register_function('fire_' .. VERSION, function(keys, argv)
+  local q = {
+    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
+    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
+    results = keys[11], progress = keys[12], due = keys[13], runs = keys[14],
+    wake = argv[1], group_prefix = argv[2],
+  }
+  local name = argv[3]
+  if tonumber(redis.call('ZSCORE', q.due, name)) ~= tonumber(argv[4]) then return {'STALE'} end
+  local enqueues = read_enqueues(argv, 7)
+  local c = context(q, enqueues.fields)
+  c.schedule = name
+  local answer = {}
+  enqueue_all(c, argv, enqueues, now_ms(), answer)
+  if answer[1] == 'OK' then
+    if argv[6] == '' then
+      redis.call('ZREM', q.due, name)
+    else
+      redis.call('ZADD', q.due, argv[6], name)
+    end
+    redis.call('HSET', q.runs, name, argv[5])
+  end
+  settle(c)
+  return answer
+end)

@@ -1,0 +1,327 @@
+//! Recurring schedules: create or replace, list, read, delete, pause and
+//! resume. Each fire time enqueues one job, fleet-wide (see
+//! `queue::schedules`).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, JsonBody, Result};
+use super::jobs::{default_priority, empty_args, scheduled_job, timestamp};
+use super::params::{QueuePath, SchedulePath};
+use crate::queue::{Cron, CronError, QueueError, Schedule, ScheduleSpec};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/queues/{queue}/schedules", get(schedules))
+        .route(
+            "/v1/queues/{queue}/schedules/{name}",
+            get(schedule).put(put_schedule).delete(delete_schedule),
+        )
+        .route(
+            "/v1/queues/{queue}/schedules/{name}/pause",
+            post(pause_schedule),
+        )
+        .route(
+            "/v1/queues/{queue}/schedules/{name}/resume",
+            post(resume_schedule),
+        )
+}
+
+/// A schedule: a cron pattern in a time zone, and the job each of its fire
+/// times enqueues.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"cron": "*/5 * * * *", "timezone": "Europe/Berlin", "task": "report", "args": {"kind": "daily"}, "priority": 1, "max_attempts": 5, "group": null, "retain_ms": 0, "paused": false}))]
+pub struct ScheduleRequest {
+    /// Five fields (minute, hour, day of month, month, day of week), or six
+    /// with seconds first; `*`, lists, ranges, steps, names (`JAN`, `MON`),
+    /// `L`, `#`, `W`; or `@hourly`, `@daily`, `@weekly`, `@monthly`,
+    /// `@yearly`.
+    #[schema(max_length = 200)]
+    cron: String,
+    /// An IANA time zone name; default `UTC`.
+    #[serde(default = "utc")]
+    #[schema(default = "UTC")]
+    timezone: String,
+    /// The task of the jobs it enqueues, 1 to 200 characters.
+    #[schema(min_length = 1, max_length = 200)]
+    task: String,
+    /// Their args; default `{}`.
+    #[serde(default = "empty_args")]
+    #[schema(value_type = Value)]
+    args: Box<RawValue>,
+    /// Their priority, 0 to 255; default 1.
+    #[serde(default = "default_priority")]
+    #[schema(default = 1, maximum = 255)]
+    priority: u8,
+    /// Their deliveries before the DLQ, 1 to 1000; default from configuration.
+    #[schema(minimum = 1, maximum = 1000)]
+    max_attempts: Option<u32>,
+    /// Their group.
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+    group: Option<String>,
+    /// How long they are kept once acked, 0 to 2592000000 ms; default 0.
+    #[serde(default)]
+    #[schema(maximum = 2_592_000_000_u64)]
+    retain_ms: u64,
+    /// While true, the schedule fires nothing.
+    #[serde(default)]
+    paused: bool,
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
+}
+
+/// The longest cron pattern taken.
+const MAX_CRON_CHARS: usize = 200;
+
+impl ScheduleRequest {
+    /// Checks the pattern, the time zone and the job by the enqueue rules.
+    fn into_spec(self, default_max_attempts: u32) -> Result<(ScheduleSpec, Cron)> {
+        if self.cron.chars().count() > MAX_CRON_CHARS {
+            return Err(ApiError::validation(
+                "cron",
+                "must be at most 200 characters",
+            ));
+        }
+        let cron = Cron::parse(&self.cron, &self.timezone).map_err(|error| match error {
+            CronError::Pattern(reason) => {
+                ApiError::validation("cron", format!("not a cron pattern: {reason}"))
+            }
+            CronError::TimeZone(_) => {
+                ApiError::validation("timezone", "must be an IANA time zone name")
+            }
+        })?;
+        let job = scheduled_job(
+            self.task,
+            self.args,
+            self.priority,
+            self.max_attempts,
+            self.group,
+            self.retain_ms,
+            default_max_attempts,
+        )?;
+        let spec = ScheduleSpec {
+            cron: self.cron,
+            timezone: self.timezone,
+            task: job.task,
+            args: job.args,
+            priority: job.priority,
+            max_attempts: job.max_attempts,
+            group: job.group,
+            retain_ms: self.retain_ms,
+            paused: self.paused,
+        };
+        Ok((spec, cron))
+    }
+}
+
+/// A schedule as it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"name": "nightly-report", "queue": "reports", "cron": "0 2 * * *", "timezone": "Europe/Berlin", "task": "report", "args": {}, "priority": 1, "max_attempts": 5, "group": null, "retain_ms": 0, "paused": false, "next_run_at": "2026-12-01T01:00:00.000Z", "last_run_at": "2026-11-30T01:00:00.000Z", "last_job_id": "nightly-report:1764464400000"}))]
+pub struct ScheduleView {
+    name: String,
+    queue: String,
+    cron: String,
+    timezone: String,
+    task: String,
+    #[schema(value_type = Value)]
+    args: Box<RawValue>,
+    priority: u8,
+    max_attempts: u32,
+    group: Option<String>,
+    retain_ms: u64,
+    paused: bool,
+    /// When it fires next; null while paused.
+    next_run_at: Option<String>,
+    /// Its last fire time that enqueued a job; null before the first.
+    last_run_at: Option<String>,
+    /// The id of that job: `{name}:{fire time in ms since the epoch}`.
+    last_job_id: Option<String>,
+}
+
+impl ScheduleView {
+    fn new(queue: &str, schedule: Schedule) -> Self {
+        let last_job_id = schedule.last_job_id();
+        let Schedule {
+            name,
+            spec,
+            next_run_ms,
+            last_run_ms,
+        } = schedule;
+        Self {
+            name,
+            queue: queue.to_owned(),
+            cron: spec.cron,
+            timezone: spec.timezone,
+            task: spec.task,
+            args: spec.args,
+            priority: spec.priority,
+            max_attempts: spec.max_attempts,
+            group: spec.group,
+            retain_ms: spec.retain_ms,
+            paused: spec.paused,
+            next_run_at: next_run_ms.map(timestamp),
+            last_run_at: last_run_ms.map(timestamp),
+            last_job_id,
+        }
+    }
+}
+
+/// A queue's schedules.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleList {
+    /// By name.
+    schedules: Vec<ScheduleView>,
+}
+
+/// `NotFound` names the schedule, not a job.
+fn schedule_error(error: QueueError) -> ApiError {
+    match error {
+        QueueError::NotFound => ApiError::NotFound("no such schedule".into()),
+        other => other.into(),
+    }
+}
+
+/// List a queue's schedules.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 200, description = "The schedules, by name", body = ScheduleList))
+)]
+pub async fn schedules(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+) -> Result<axum::Json<ScheduleList>> {
+    let queue = path.queue.as_str();
+    let schedules = state.broker.schedules(queue).await?;
+    Ok(axum::Json(ScheduleList {
+        schedules: schedules
+            .into_iter()
+            .map(|s| ScheduleView::new(queue, s))
+            .collect(),
+    }))
+}
+
+/// Read a schedule.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    responses((status = 200, description = "The schedule", body = ScheduleView))
+)]
+pub async fn schedule(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<SchedulePath>,
+) -> Result<axum::Json<ScheduleView>> {
+    let queue = path.queue.as_str();
+    let schedule = state
+        .broker
+        .schedule(queue, path.name.as_str())
+        .await
+        .map_err(schedule_error)?;
+    Ok(axum::Json(ScheduleView::new(queue, schedule)))
+}
+
+/// Create or replace a schedule.
+///
+/// It fires next at its first fire time after now (none while paused); a
+/// replaced schedule keeps its last run. Each fire time enqueues one job,
+/// fleet-wide, with id `{name}:{fire time in ms}`.
+#[utoipa::path(
+    put, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name, 1 to 100 of A-Z a-z 0-9 _ . -")),
+    request_body = ScheduleRequest,
+    responses(
+        (status = 201, description = "Created", body = ScheduleView),
+        (status = 200, description = "Replaced", body = ScheduleView),
+    )
+)]
+pub async fn put_schedule(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<SchedulePath>,
+    JsonBody(request): JsonBody<ScheduleRequest>,
+) -> Result<(StatusCode, axum::Json<ScheduleView>)> {
+    let queue = path.queue.as_str();
+    let (spec, cron) = request.into_spec(state.config.max_attempts)?;
+    let (schedule, created) = state
+        .broker
+        .put_schedule(queue, path.name.as_str(), spec, &cron)
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(ScheduleView::new(queue, schedule))))
+}
+
+/// Delete a schedule; the jobs it made stay.
+#[utoipa::path(
+    delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    responses((status = 204, description = "Deleted"))
+)]
+pub async fn delete_schedule(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<SchedulePath>,
+) -> Result<StatusCode> {
+    state
+        .broker
+        .delete_schedule(path.queue.as_str(), path.name.as_str())
+        .await
+        .map_err(schedule_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Pause a schedule: it fires nothing until resumed.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/schedules/{name}/pause", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    responses((status = 200, description = "The schedule, paused", body = ScheduleView))
+)]
+pub async fn pause_schedule(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<SchedulePath>,
+) -> Result<axum::Json<ScheduleView>> {
+    set_paused(&state, &path, true).await
+}
+
+/// Resume a paused schedule: it fires next at its first fire time after
+/// now; the times passed while paused fire nothing.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/schedules/{name}/resume", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    responses((status = 200, description = "The schedule, not paused", body = ScheduleView))
+)]
+pub async fn resume_schedule(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<SchedulePath>,
+) -> Result<axum::Json<ScheduleView>> {
+    set_paused(&state, &path, false).await
+}
+
+async fn set_paused(
+    state: &AppState,
+    path: &SchedulePath,
+    paused: bool,
+) -> Result<axum::Json<ScheduleView>> {
+    let (queue, name) = (path.queue.as_str(), path.name.as_str());
+    let mut spec = state
+        .broker
+        .schedule(queue, name)
+        .await
+        .map_err(schedule_error)?
+        .spec;
+    spec.paused = paused;
+    let cron = Cron::parse(&spec.cron, &spec.timezone)
+        .map_err(|error| ApiError::from(QueueError::Unknown(error.into())))?;
+    let (schedule, _) = state.broker.put_schedule(queue, name, spec, &cron).await?;
+    Ok(axum::Json(ScheduleView::new(queue, schedule)))
+}
