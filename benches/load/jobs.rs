@@ -34,6 +34,7 @@ pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
         last_error: None,
         group: None,
         retain_ms: 0,
+        schedule: None,
         task: TASK,
         args,
     }
