@@ -3,7 +3,8 @@
 // last minutes of samples of every priority class for the sparklines, and
 // shows one of two views chosen by the URL's hash:
 //   #/                          every queue
-//   #/queues/NAME[/jobs/ID]     one queue: settings, classes, groups, dead
+//   #/queues/NAME[/jobs/ID]     one queue: settings, classes, groups,
+//                               schedules, dead
 //                               letters, a job
 // Everything from the API reaches the page as text (textContent), never as
 // markup.
@@ -29,6 +30,7 @@ const state = {
   dlqShown: '',
   groupCursors: [null],
   groupNext: null,
+  schedulesShown: '',
   updated: undefined,
 };
 
@@ -390,6 +392,7 @@ async function renderQueue(current, generation) {
     state.queue = current.queue;
     state.dlqCursors = [null];
     state.dlqShown = '';
+    state.schedulesShown = '';
     state.groupCursors = [null];
     $('lookup-id').value = '';
   }
@@ -399,9 +402,10 @@ async function renderQueue(current, generation) {
   const path = queuePath(current.queue);
   const cursor = state.dlqCursors[state.dlqCursors.length - 1];
   const groupCursor = state.groupCursors[state.groupCursors.length - 1];
-  const [stats, queueSettings, groups, dead, found] = await Promise.all([
+  const [stats, queueSettings, schedules, groups, dead, found] = await Promise.all([
     api('GET', path),
     api('GET', `${path}/settings`),
+    api('GET', `${path}/schedules`),
     api('GET', `${path}/groups?limit=${GROUPS_PAGE}${groupCursor ? `&cursor=${encodeURIComponent(groupCursor)}` : ''}`),
     api('GET', `${path}/dlq?limit=${DLQ_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
     current.job === undefined ? undefined : lookup(current.queue, current.job),
@@ -433,6 +437,7 @@ async function renderQueue(current, generation) {
   $('classes').hidden = stats.classes.length === 0;
   $('no-classes').hidden = stats.classes.length > 0;
   renderGroups(groups, stats.groups);
+  renderSchedules(current.queue, schedules.schedules);
   renderDead(dead);
   renderLookup(current, found);
 }
@@ -527,6 +532,63 @@ function renderGroups(page, total) {
     row.append(name, ...cells, weight);
     return row;
   }));
+}
+
+/** A queue's schedules, each with a Pause or Resume button. */
+function renderSchedules(queue, schedules) {
+  $('schedules-total').textContent = `(${schedules.length})`;
+  $('no-schedules').hidden = schedules.length > 0;
+  $('schedules').hidden = schedules.length === 0;
+  // Rebuilt only when it changed (or every half minute, for the relative
+  // times), so a button is not replaced under the pointer.
+  const shown = JSON.stringify([queue, schedules, Math.floor(Date.now() / 30000)]);
+  if (shown === state.schedulesShown) return;
+  state.schedulesShown = shown;
+  $('schedules').tBodies[0].replaceChildren(...schedules.map((schedule) => {
+    const row = document.createElement('tr');
+    row.dataset.schedule = schedule.name;
+    const next = cell('Next run', schedule.paused ? 'paused' : relative(schedule.next_run_at), schedule.paused ? 'warn' : '');
+    next.title = schedule.next_run_at ?? '';
+    next.dataset.field = 'next_run_at';
+    const last = cell('Last run', schedule.last_run_at ? relative(schedule.last_run_at) : 'never');
+    last.title = schedule.last_run_at ?? '';
+    last.dataset.field = 'last_run_at';
+    const job = cell('Last job', '', 'id');
+    job.dataset.field = 'last_job_id';
+    if (schedule.last_job_id) {
+      job.append(link(`#/queues/${encodeURIComponent(queue)}/jobs/${encodeURIComponent(schedule.last_job_id)}`,
+        schedule.last_job_id));
+    }
+    const actions = cell('', '', 'actions');
+    actions.append(schedule.paused
+      ? button('Resume', 'resume', schedule.name, '')
+      : button('Pause', 'pause', schedule.name, 'warn'));
+    const cron = cell('Cron', schedule.cron, 'code');
+    cron.dataset.field = 'cron';
+    const zone = cell('Time zone', schedule.timezone);
+    zone.dataset.field = 'timezone';
+    row.append(cell('Schedule', schedule.name, 'id'), cron, zone, cell('Task', schedule.task), next, last, job, actions);
+    return row;
+  }));
+}
+
+async function onScheduleAction(event) {
+  const target = event.target.closest('button[data-action]');
+  if (!target) return;
+  const { action, id } = target.dataset;
+  const queue = state.queue;
+  target.disabled = true;
+  try {
+    const schedule = await api('POST', `${queuePath(queue)}/schedules/${encodeURIComponent(id)}/${action}`);
+    notice(action === 'pause'
+      ? `Paused schedule ${id}: it fires nothing until resumed.`
+      : `Resumed schedule ${id}: it fires next ${relative(schedule.next_run_at)}.`);
+  } catch (error) {
+    const { title, detail } = describe(error);
+    notice(`${action === 'pause' ? 'Pause' : 'Resume'} of schedule ${id} failed. ${title}: ${detail}`, 'error');
+  }
+  state.schedulesShown = '';
+  await refresh();
 }
 
 function renderDead(page) {
@@ -636,6 +698,7 @@ function renderLookup(current, found) {
   add('Task', 'task', job.task);
   add('Priority', 'priority', String(job.priority));
   add('Group', 'group', job.group ?? text('span', 'none', 'muted'));
+  add('Schedule', 'schedule', job.schedule);
   add('Attempts', 'attempts', `${job.attempts} of ${job.max_attempts}`);
   add('Enqueued', 'enqueued_at', relative(job.enqueued_at), job.enqueued_at);
   add('Runs at', 'run_at', job.run_at && relative(job.run_at), job.run_at);
@@ -752,6 +815,7 @@ $('dlq-newer').addEventListener('click', () => {
   refresh();
 });
 $('pause-toggle').addEventListener('click', onPauseToggle);
+$('schedules').addEventListener('click', onScheduleAction);
 $('groups-next').addEventListener('click', () => {
   if (!state.groupNext) return;
   state.groupCursors.push(state.groupNext);

@@ -18,7 +18,9 @@ use crate::fairness::{
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
 use crate::helpers::{redis, spawn_app_with, test_config};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
-use crate::schedules::check_fires_once_per_fire_time;
+use crate::schedules::{
+    check_deleted_schedule, check_fires_once_per_fire_time, check_paused_schedule,
+};
 
 /// Three cluster-enabled `redis-server`s joined into one cluster. Like the
 /// single servers of the harness, they die with the test process.
@@ -195,6 +197,16 @@ async fn cluster_wait_on_one_instance_is_answered_when_another_acks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_three_instances_fire_each_fire_time_exactly_once() {
     check_fires_once_per_fire_time(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_paused_schedule_fires_nothing_and_resumes_from_now() {
+    check_paused_schedule(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_deleted_schedule_stops_firing() {
+    check_deleted_schedule(shared_cluster().config()).await;
 }
 
 #[tokio::test]

@@ -168,7 +168,13 @@ async fn fire_times_missed_during_a_redis_outage_make_one_job_then_the_schedule_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_schedule_fires_nothing_and_resumes_from_now() {
-    let app = spawn_app_with(test_config()).await;
+    check_paused_schedule(test_config()).await;
+}
+
+/// A schedule created paused fires nothing while another one of its queue
+/// fires; resumed, it fires from its next fire time after now.
+pub(crate) async fn check_paused_schedule(config: Config) {
+    let app = spawn_app_with(config).await;
     let q = "paused";
     let mut body = every_second();
     body["paused"] = json!(true);
@@ -204,7 +210,12 @@ async fn a_paused_schedule_fires_nothing_and_resumes_from_now() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_schedule_stops_firing_and_its_jobs_stay() {
-    let app = spawn_app_with(test_config()).await;
+    check_deleted_schedule(test_config()).await;
+}
+
+/// A deleted schedule fires no more, and the jobs it made stay.
+pub(crate) async fn check_deleted_schedule(config: Config) {
+    let app = spawn_app_with(config).await;
     let q = "deleted";
     let created = put(&app, q, "gone", every_second()).await;
     let first = ms(&created.body, "next_run_at").expect("next run");

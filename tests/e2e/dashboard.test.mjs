@@ -394,6 +394,52 @@ describe('completed jobs', () => {
   });
 });
 
+describe('schedules', () => {
+  before(async () => {
+    const { api } = prioq;
+    await api.expect(201, 'PUT', '/v1/queues/timed/schedules/nightly',
+      { cron: '0 2 * * *', timezone: 'Europe/Berlin', task: 'report' });
+    await api.expect(201, 'PUT', '/v1/queues/timed/schedules/ticker', { cron: '* * * * * *', task: 'tick' });
+  });
+
+  after(async () => {
+    await prioq.api.request('POST', '/v1/queues/timed/schedules/ticker/pause');
+  });
+
+  test('lists a queue\'s schedules, pauses and resumes one by clicking, and leads to the job it made', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/timed`);
+    await expectText(page.locator('#schedules-total'), '(2)');
+    const row = (name) => page.locator(`#schedules tr[data-schedule="${name}"]`);
+    await expectText(row('nightly').locator('[data-field="cron"]'), '0 2 * * *');
+    await expectText(row('nightly').locator('[data-field="timezone"]'), 'Europe/Berlin');
+    await expectText(row('nightly').locator('[data-field="next_run_at"]'), /^in \d+/);
+    await expectText(row('nightly').locator('[data-field="last_run_at"]'), 'never');
+    // The ticker fires every second: its last job shows up by itself.
+    const lastJob = row('ticker').locator('[data-field="last_job_id"] a');
+    await expectText(lastJob, /^ticker:\d+$/);
+    await screenshot(page, 'queue-schedules');
+
+    await page.getByRole('button', { name: 'Pause ticker' }).click();
+    await expectText(page.locator('#notice-text'), /^Paused schedule ticker/);
+    await expectText(row('ticker').locator('[data-field="next_run_at"]'), 'paused');
+    const paused = await prioq.api.expect(200, 'GET', '/v1/queues/timed/schedules/ticker');
+    assert.equal(paused.paused, true);
+    await page.getByRole('button', { name: 'Resume ticker' }).click();
+    await expectText(page.locator('#notice-text'), /^Resumed schedule ticker: it fires next in/);
+    await page.getByRole('button', { name: 'Pause ticker' }).waitFor();
+
+    const id = await lastJob.textContent();
+    await lastJob.click();
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="id"]'), id);
+    await expectText(job.locator('[data-field="schedule"]'), 'ticker');
+    await expectText(job.locator('[data-field="task"]'), 'tick');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+});
+
 describe('with API tokens', () => {
   let secured;
 
