@@ -86,7 +86,7 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
     (
         "404",
         "not_found",
-        "No such job: it never existed, or was acked or deleted",
+        "No such job or schedule: it never existed, or was acked or deleted",
         &[
             "job",
             "delete_job",
@@ -95,6 +95,10 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
             "nack",
             "requeue",
             "delete_dead",
+            "schedule",
+            "delete_schedule",
+            "pause_schedule",
+            "resume_schedule",
         ],
     ),
     (
@@ -111,10 +115,12 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
     ),
 ];
 
-/// The shape of each path segment, as the contract gives it.
-const PATH_SEGMENTS: [(&str, &str); 2] = [
-    ("queue", "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"),
-    ("id", "^[A-Za-z0-9_.:-]{1,128}$"),
+/// The shape of each path segment, as the contract gives it: its
+/// pattern and longest length.
+const PATH_SEGMENTS: [(&str, &str, usize); 3] = [
+    ("queue", "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", 128),
+    ("id", "^[A-Za-z0-9_.:-]{1,128}$", 128),
+    ("name", "^[A-Za-z0-9_.-]{1,100}$", 100),
 ];
 /// Operations whose body may be left out altogether.
 const OPTIONAL_BODY: [&str; 2] = ["claim", "requeue"];
@@ -159,6 +165,7 @@ impl Modify for SharedAnswers {
             let operations = [
                 &mut item.get,
                 &mut item.post,
+                &mut item.put,
                 &mut item.patch,
                 &mut item.delete,
             ];
@@ -174,14 +181,14 @@ impl Modify for SharedAnswers {
                     };
                     let shape = PATH_SEGMENTS
                         .iter()
-                        .find(|(name, _)| *name == parameter.name);
-                    if let (ParameterIn::Path, Some((_, pattern))) =
+                        .find(|(name, _, _)| *name == parameter.name);
+                    if let (ParameterIn::Path, Some((_, pattern, longest))) =
                         (&parameter.parameter_in, shape)
                     {
                         let schema = ObjectBuilder::new()
                             .schema_type(Type::String)
                             .min_length(Some(1))
-                            .max_length(Some(128))
+                            .max_length(Some(*longest))
                             .pattern(Some(*pattern));
                         parameter.schema = Some(RefOr::T(schema.into()));
                     }
