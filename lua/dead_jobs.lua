@@ -6,6 +6,7 @@
 -- ARGV[3] cursor: id of that job
 -- Returns: {total, {views...}} with up to page size + 1 views; the extra
 --   one only tells that another page exists.
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'dead_jobs_' .. VERSION,
   flags = {'no-writes'},

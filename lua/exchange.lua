@@ -16,6 +16,7 @@
 --   the enqueues' answers, the claims' answers, why the claims got fewer
 --   jobs than asked, ms until the next rate limit token}; each part's
 --   answers one request after the other in one flat list.
+-- Errors: none; every outcome is in the reply.
 redis.register_function('exchange_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],

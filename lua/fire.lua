@@ -16,6 +16,7 @@
 --   ARGV[4] (fired elsewhere, changed, paused or deleted); else the
 --   enqueue's answer: 'OK' and 1 for a job created or the view of the one
 --   already known, or 'SEQUENCE_EXHAUSTED' with the schedule left due.
+-- Errors: none; every outcome is in the reply.
 redis.register_function('fire_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],

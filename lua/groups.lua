@@ -6,6 +6,7 @@
 -- ARGV[3] cursor: that group
 -- Returns: {total, {{group, waiting, processing, weight}...}} with up to
 --   page size + 1 groups; the extra one only tells that another page exists.
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'groups_' .. VERSION,
   flags = {'no-writes'},

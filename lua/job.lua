@@ -3,6 +3,7 @@
 --   progress
 -- ARGV[1] id
 -- Returns: the job's view, or nil when it is unknown.
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'job_' .. VERSION,
   flags = {'no-writes'},

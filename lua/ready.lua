@@ -1,6 +1,7 @@
 -- ready: answers only when Redis runs functions that may write, which it
 -- holds back while writes are paused (CLIENT PAUSE WRITE). Touches no key.
 -- Returns: 1
+-- Errors: none; every outcome is in the reply.
 redis.register_function('ready_' .. VERSION, function()
   return 1
 end)

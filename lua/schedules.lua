@@ -3,6 +3,7 @@
 -- ARGV[1] a schedule's name, or '' for all of them
 -- Returns: {now, {per schedule its name, definition, next fire time
 --   (false while paused) and last fire time (false before the first)}}
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'schedules_' .. VERSION,
   flags = {'no-writes'},

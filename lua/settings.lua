@@ -1,6 +1,7 @@
 -- settings: reads a queue's settings.
 -- KEYS: meta, weights
 -- Returns: {settings as field, value pairs, weights as group, weight pairs}
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'settings_' .. VERSION,
   flags = {'no-writes'},

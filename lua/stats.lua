@@ -5,6 +5,7 @@
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused,
 --   completed}
+-- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'stats_' .. VERSION,
   flags = {'no-writes'},

@@ -16,6 +16,7 @@
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted,
 --   next tags cursor, next groups cursor, completed jobs deleted, now,
 --   the due schedules: name, fire time due and definition each}
+-- Errors: none; every outcome is in the reply.
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],

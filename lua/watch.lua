@@ -5,6 +5,7 @@
 --   progress, meta
 -- ARGV[1] id, ARGV[2] how long the wait lasts at most (ms)
 -- Returns: the job's view, or nil when it is unknown.
+-- Errors: none; every outcome is in the reply.
 local WAIT_SLACK_MS = 1000
 
 redis.register_function('watch_' .. VERSION, function(keys, argv)

@@ -152,15 +152,6 @@ impl Config {
             .map(str::to_owned)
             .collect()
     }
-
-    pub fn redis_settings(&self) -> crate::queue::RedisSettings {
-        crate::queue::RedisSettings {
-            urls: self.redis_urls(),
-            cluster: self.redis_cluster,
-            pool_size: self.redis_pool_size as usize,
-            timeout: self.redis_timeout(),
-        }
-    }
 }
 
 /// An API token; never printed.

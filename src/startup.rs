@@ -12,10 +12,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::http::{self, AppContext, AppState};
-use crate::queue::{Broker, BrokerConfig, RedisPool, wake};
+use crate::queue::{Broker, BrokerConfig, RedisPool, RedisSettings, wake};
 use crate::sweeper;
 
 /// A built, not yet running, prioq.
+/// How to reach Redis, from the configuration.
+pub fn redis_settings(config: &Config) -> RedisSettings {
+    RedisSettings {
+        urls: config.redis_urls(),
+        cluster: config.redis_cluster,
+        pool_size: config.redis_pool_size as usize,
+        timeout: config.redis_timeout(),
+    }
+}
+
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
@@ -29,7 +39,7 @@ impl Application {
     /// Redis need not be up yet.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         crate::telemetry::metrics_handle();
-        let pool = RedisPool::new(&config.redis_settings())?;
+        let pool = RedisPool::new(&redis_settings(&config))?;
         let seeds = config
             .redis_urls()
             .iter()

@@ -6,6 +6,7 @@
 mod claims;
 mod dlq;
 pub mod error;
+mod exposition;
 mod jobs;
 mod openapi;
 mod ops;
@@ -163,7 +164,7 @@ impl Drop for Outcome {
         let elapsed = self.started.elapsed();
         let status = self.answer.as_ref().map_or(CLIENT_WENT_AWAY, |a| a.0);
         let route = self.route.as_ref().map_or("unmatched", MatchedPath::as_str);
-        crate::telemetry::request_duration(route, status).record(elapsed.as_secs_f64());
+        exposition::request_duration(route, status).record(elapsed.as_secs_f64());
         let asked_to_wait = self.answer.as_ref().and_then(|a| a.2).unwrap_or_default();
         let slow = elapsed.saturating_sub(asked_to_wait) > self.state.config.slow_request();
         let method = &self.method;

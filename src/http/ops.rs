@@ -81,17 +81,17 @@ pub async fn metrics(
         let stats = state.broker.stats(&queue).await?;
         let groups = state
             .broker
-            .groups(&queue, crate::telemetry::GROUPS_SHOWN, None)
+            .groups(&queue, super::exposition::GROUPS_SHOWN, None)
             .await?
             .groups;
-        Ok::<_, crate::queue::QueueError>(crate::telemetry::QueueFigures {
+        Ok::<_, crate::queue::QueueError>(super::exposition::QueueFigures {
             queue,
             stats,
             groups,
         })
     }))
     .await?;
-    let body = crate::telemetry::render_metrics(&figures);
+    let body = super::exposition::render_metrics(&figures);
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body))
 }
 

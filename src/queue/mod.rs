@@ -5,10 +5,12 @@
 
 mod backend;
 mod batches;
+mod error;
 mod job;
 pub mod keys;
 mod lane;
 pub mod library;
+mod paging;
 pub mod record;
 mod schedules;
 mod settings;
@@ -28,10 +30,12 @@ use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
 use batches::{ClaimEntry, ExchangeBatch, OutgoingJob};
 pub use batches::{Claimed, Held};
+pub use error::QueueError;
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
 use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
+pub use paging::{DeadPage, GroupPage, GroupStats, PageCursor};
 pub use schedules::{Cron, CronError, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
 use settings::RawSettings;
 pub use settings::{RateLimit, Settings, SettingsChange};
@@ -42,78 +46,6 @@ use wake::Waiters;
 const RECHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Queues whose lanes this instance keeps before it drops the idle ones.
 const KEPT_LANES: usize = 1024;
-
-/// What went wrong with a queue operation.
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    #[error("no such job")]
-    NotFound,
-    #[error("the lease token is not the job's current lease")]
-    LeaseLost,
-    #[error("the job's state does not allow this operation")]
-    Conflict,
-    /// A priority class used up its 2^44 tags while jobs wait in it:
-    /// nothing was written.
-    #[error("the priority class has used up its arrival tags; they restart once it is drained")]
-    SequenceExhausted,
-    /// A settings change that would leave the settings invalid, named by
-    /// the field to fix.
-    #[error("invalid setting `{0}`")]
-    Invalid(String),
-    /// Redis could not be reached: the operation did not run.
-    #[error("Redis is unavailable")]
-    Unavailable(#[source] anyhow::Error),
-    /// Redis failed or did not answer in time after the operation was sent:
-    /// it may or may not have taken effect.
-    #[error("Redis did not complete the operation")]
-    Unknown(#[source] anyhow::Error),
-}
-
-impl QueueError {
-    /// The same error for another request of the same failed call.
-    fn duplicate(&self) -> Self {
-        match self {
-            Self::NotFound => Self::NotFound,
-            Self::LeaseLost => Self::LeaseLost,
-            Self::Conflict => Self::Conflict,
-            Self::SequenceExhausted => Self::SequenceExhausted,
-            Self::Invalid(field) => Self::Invalid(field.clone()),
-            Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
-            Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
-        }
-    }
-}
-
-impl From<redis::RedisError> for QueueError {
-    fn from(error: redis::RedisError) -> Self {
-        match error.code() {
-            Some("NOT_FOUND") => Self::NotFound,
-            Some("LEASE_LOST") => Self::LeaseLost,
-            Some("CONFLICT") => Self::Conflict,
-            Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
-            // Redis adds where the error was raised after the field.
-            Some("INVALID") => Self::Invalid(
-                error
-                    .detail()
-                    .and_then(|detail| detail.split(' ').next())
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
-            _ if library::is_too_old(&error) => Self::Unknown(
-                anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
-            ),
-            // Nothing was sent on a connection that could not be made.
-            _ if error.is_connection_refusal() => Self::Unavailable(error.into()),
-            _ => Self::Unknown(error.into()),
-        }
-    }
-}
-
-impl From<redis::ParsingError> for QueueError {
-    fn from(error: redis::ParsingError) -> Self {
-        Self::Unknown(anyhow::Error::new(error).context("unexpected reply from Redis"))
-    }
-}
 
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
@@ -263,32 +195,6 @@ impl Default for SweepCursors {
             groups: "0".into(),
         }
     }
-}
-
-/// One page of a queue's named groups.
-#[derive(Debug)]
-pub struct GroupPage {
-    pub groups: Vec<GroupStats>,
-    /// Where the next page starts, when there is one.
-    pub next_cursor: Option<String>,
-}
-
-/// A named group with jobs waiting or processing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupStats {
-    pub group: String,
-    pub pending: u64,
-    pub processing: u64,
-    pub weight: u32,
-}
-
-/// One page of dead jobs.
-#[derive(Debug)]
-pub struct DeadPage {
-    pub jobs: Vec<Job>,
-    /// Where the next page starts, when there is one.
-    pub next_cursor: Option<String>,
-    pub total: u64,
 }
 
 /// Settings of the queue layer.
@@ -943,30 +849,4 @@ async fn bounded_by<T>(limit: Duration, operation: impl Future<Output = Result<T
                 "Redis did not answer within {limit:?}"
             )))
         })
-}
-
-/// Where a page of a list sorted by a number, highest first (the DLQ by
-/// time of death, groups by jobs waiting), starts: just after this member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageCursor {
-    pub score: i64,
-    pub member: String,
-}
-
-impl std::fmt::Display for PageCursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.score, self.member)
-    }
-}
-
-impl std::str::FromStr for PageCursor {
-    type Err = ();
-
-    fn from_str(s: &str) -> Result<Self, ()> {
-        let (score, member) = s.split_once('.').ok_or(())?;
-        Ok(Self {
-            score: score.parse().map_err(|_| ())?,
-            member: member.to_owned(),
-        })
-    }
 }

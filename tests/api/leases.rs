@@ -85,7 +85,7 @@ async fn until_leases_expire(app: &TestApp, queue: &str, count: u64) {
 }
 
 fn broker(app: &TestApp) -> Broker {
-    let pool = RedisPool::new(&app.config.redis_settings()).expect("pool");
+    let pool = RedisPool::new(&prioq::startup::redis_settings(&app.config)).expect("pool");
     Broker::new(
         pool,
         BrokerConfig {

@@ -1,0 +1,78 @@
+//! What can go wrong with a queue operation, and how Redis's errors map to
+//! it.
+
+use deadpool_redis::redis;
+
+use super::library;
+
+/// What went wrong with a queue operation.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("no such job")]
+    NotFound,
+    #[error("the lease token is not the job's current lease")]
+    LeaseLost,
+    #[error("the job's state does not allow this operation")]
+    Conflict,
+    /// A priority class used up its 2^44 tags while jobs wait in it:
+    /// nothing was written.
+    #[error("the priority class has used up its arrival tags; they restart once it is drained")]
+    SequenceExhausted,
+    /// A settings change that would leave the settings invalid, named by
+    /// the field to fix.
+    #[error("invalid setting `{0}`")]
+    Invalid(String),
+    /// Redis could not be reached: the operation did not run.
+    #[error("Redis is unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    /// Redis failed or did not answer in time after the operation was sent:
+    /// it may or may not have taken effect.
+    #[error("Redis did not complete the operation")]
+    Unknown(#[source] anyhow::Error),
+}
+
+impl QueueError {
+    /// The same error for another request of the same failed call.
+    pub(super) fn duplicate(&self) -> Self {
+        match self {
+            Self::NotFound => Self::NotFound,
+            Self::LeaseLost => Self::LeaseLost,
+            Self::Conflict => Self::Conflict,
+            Self::SequenceExhausted => Self::SequenceExhausted,
+            Self::Invalid(field) => Self::Invalid(field.clone()),
+            Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
+            Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
+        }
+    }
+}
+
+impl From<redis::RedisError> for QueueError {
+    fn from(error: redis::RedisError) -> Self {
+        match error.code() {
+            Some("NOT_FOUND") => Self::NotFound,
+            Some("LEASE_LOST") => Self::LeaseLost,
+            Some("CONFLICT") => Self::Conflict,
+            Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
+            // Redis adds where the error was raised after the field.
+            Some("INVALID") => Self::Invalid(
+                error
+                    .detail()
+                    .and_then(|detail| detail.split(' ').next())
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            _ if library::is_too_old(&error) => Self::Unknown(
+                anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
+            ),
+            // Nothing was sent on a connection that could not be made.
+            _ if error.is_connection_refusal() => Self::Unavailable(error.into()),
+            _ => Self::Unknown(error.into()),
+        }
+    }
+}
+
+impl From<redis::ParsingError> for QueueError {
+    fn from(error: redis::ParsingError) -> Self {
+        Self::Unknown(anyhow::Error::new(error).context("unexpected reply from Redis"))
+    }
+}
