@@ -108,45 +108,6 @@ pub(crate) async fn check_fifty_workers(config: Config) {
     );
 }
 
-/// Entry point of the worker process that the crash tests kill: claims
-/// one job (lease `PRIOQ_TEST_LEASE_MS`, 400 ms by default), prints the
-/// answer, then which job it holds, and hangs holding it. Does nothing in a
-/// normal run.
-#[tokio::test]
-#[ignore = "run only as the child process of the worker crash tests"]
-async fn crash_worker_process() {
-    let Ok(url) = std::env::var("PRIOQ_TEST_CLAIM_URL") else {
-        return;
-    };
-    let lease_ms: u64 = std::env::var("PRIOQ_TEST_LEASE_MS")
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .unwrap_or(400);
-    let response = reqwest::Client::new()
-        .post(url)
-        .json(&json!({"worker": "doomed", "lease_ms": lease_ms, "wait_ms": 5000}))
-        .send()
-        .await;
-    let (status, answer) = match response {
-        Ok(response) => (
-            response.status().as_u16(),
-            response.json::<Value>().await.unwrap_or(Value::Null),
-        ),
-        Err(_) => (0, Value::Null),
-    };
-    #[allow(clippy::print_stdout)]
-    {
-        println!("ANSWER {status} {answer}");
-        if let Some(id) = answer["jobs"][0]["id"].as_str() {
-            println!("CLAIMED {id}");
-        } else {
-            println!("NOTHING");
-            return;
-        }
-    }
-    tokio::time::sleep(Duration::from_secs(3600)).await;
-}
-
 /// What a worker process killed by [`claim_in_process_and_kill_answer`]
 /// got from its claim.
 #[derive(Debug)]
@@ -159,6 +120,18 @@ pub(crate) struct KilledClaim {
     pub(crate) job: Option<Value>,
 }
 
+/// The worker process the crash tests kill: bash claims one job with curl
+/// (`$CLAIM` to `$URL`), prints `ANSWER <status> <body>` (status 0 when
+/// there was no answer), and hangs holding whatever it got.
+const CRASH_WORKER: &str = r#"
+out=$(curl -s -w '\n%{http_code}' -X POST -H 'Content-Type: application/json' --data "$CLAIM" "$URL")
+status=${out##*$'\n'}
+body=${out%$'\n'*}
+[ -n "$body" ] && [ "$body" != "$out" ] || body=null
+echo "ANSWER $((10#${status:-0})) $body"
+exec sleep 3600
+"#;
+
 /// Starts a worker process that claims one job with a `lease_ms` lease,
 /// waits until it holds the job (or has given up on getting one), kills it
 /// with SIGKILL and returns what its claim got.
@@ -166,51 +139,36 @@ pub(crate) async fn claim_in_process_and_kill_answer(
     claim_url: &str,
     lease_ms: u64,
 ) -> KilledClaim {
+    let claim = json!({"worker": "doomed", "lease_ms": lease_ms, "wait_ms": 5000});
     let mut child = tokio::process::Command::from({
-        let mut command = Command::new(std::env::current_exe().expect("test binary"));
+        let mut command = Command::new("bash");
         command
-            .args([
-                "guide::crash_worker_process",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-            ])
-            .env("PRIOQ_TEST_CLAIM_URL", claim_url)
-            .env("PRIOQ_TEST_LEASE_MS", lease_ms.to_string())
+            .args(["-c", CRASH_WORKER])
+            .env("URL", claim_url)
+            .env("CLAIM", claim.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         command
     })
     .kill_on_drop(true)
     .spawn()
-    .expect("worker process starts");
+    .expect("the worker process starts (bash and curl)");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut claimed = None;
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("worker claims in time")
-            .expect("read")
-            .expect("worker printed its claim");
-        if let Some(rest) = line.strip_prefix("ANSWER ") {
-            let (status, answer) = rest.split_once(' ').expect("status and answer");
-            claimed = Some(KilledClaim {
-                status: status.parse().expect("status"),
-                answer: serde_json::from_str(answer).expect("JSON answer"),
-                job: None,
-            });
-        } else if line.starts_with("CLAIMED ") || line == "NOTHING" {
-            break;
-        }
-    }
-    let mut claimed = claimed.expect("worker printed its answer");
-    claimed.job = claimed.answer["jobs"].get(0).cloned();
-    if claimed.job.is_some() {
-        child.start_kill().expect("SIGKILL");
-    } else {
-        // It exits by itself; kill it in case it has not yet.
-        let _ = child.start_kill();
-    }
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("worker claims in time")
+        .expect("read")
+        .expect("worker printed its claim");
+    let rest = line.strip_prefix("ANSWER ").expect("the claim's answer");
+    let (status, answer) = rest.split_once(' ').expect("status and answer");
+    let answer: Value = serde_json::from_str(answer).expect("JSON answer");
+    let claimed = KilledClaim {
+        status: status.parse().expect("status"),
+        job: answer["jobs"].get(0).cloned(),
+        answer,
+    };
+    // Holding a job or not, it dies the same way.
+    child.start_kill().expect("SIGKILL");
     child.wait().await.expect("reaped");
     claimed
 }
