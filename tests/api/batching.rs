@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{
+use crate::support::{
     RedisServer, TestApp, redis, redis_connection, script_calls, spawn_app_with, test_config, until,
 };
 
@@ -78,7 +78,7 @@ async fn held_then_queued(
     queue: &str,
     first: (String, Value),
     rest: Vec<(String, Value)>,
-) -> (Vec<crate::helpers::Answer>, u64) {
+) -> (Vec<crate::support::Answer>, u64) {
     let mut conn = redis_connection(&server.url()).await;
     let calls_before = script_calls(&mut conn).await;
     let _: () = redis::cmd("CLIENT")
@@ -118,7 +118,7 @@ async fn held_then_queued(
     let held = held.await.expect("joins").expect("answered");
     let status = held.status();
     let body: Value = held.json().await.unwrap_or(Value::Null);
-    let mut answers = vec![crate::helpers::Answer {
+    let mut answers = vec![crate::support::Answer {
         status,
         headers: reqwest::header::HeaderMap::new(),
         body,

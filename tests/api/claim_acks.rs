@@ -6,7 +6,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{
+use crate::support::{
     RedisServer, redis_connection, script_calls, spawn_app, spawn_app_with, test_config, until,
 };
 

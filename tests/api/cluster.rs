@@ -16,11 +16,11 @@ use crate::fairness::{
     check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
 };
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
-use crate::helpers::{redis, spawn_app_with, test_config};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
 use crate::schedules::{
     check_deleted_schedule, check_fires_once_per_fire_time, check_paused_schedule,
 };
+use crate::support::{redis, spawn_app_with, test_config};
 
 /// Three cluster-enabled `redis-server`s joined into one cluster. Like the
 /// single servers of the harness, they die with the test process.

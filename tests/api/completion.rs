@@ -10,7 +10,7 @@ use prioq::queue::keys::{Key, QueueKeys};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{
+use crate::support::{
     RedisServer, TempDir, TestApp, free_port, redis, redis_connection, spawn_app_with, test_config,
     until,
 };
@@ -27,7 +27,7 @@ async fn ack_with(
     queue: &str,
     job: &Value,
     result: Value,
-) -> crate::helpers::Answer {
+) -> crate::support::Answer {
     let id = job["id"].as_str().expect("id");
     let mut body = json!({"lease_token": job["lease_token"]});
     if !result.is_null() {
@@ -38,7 +38,7 @@ async fn ack_with(
 }
 
 /// A GET of job `id` with `wait_ms`.
-async fn wait(app: &TestApp, queue: &str, id: &str, wait_ms: u64) -> crate::helpers::Answer {
+async fn wait(app: &TestApp, queue: &str, id: &str, wait_ms: u64) -> crate::support::Answer {
     app.get(app.queue_url(queue, &format!("/jobs/{id}?wait_ms={wait_ms}")))
         .await
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use prioq::config::Config;
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with, test_config, until};
+use crate::support::{TestApp, spawn_app, spawn_app_with, test_config, until};
 
 /// Enqueues `count` jobs of `group` (none for `None`) at `priority`, in
 /// batches, with ids `{prefix}{n}`.
@@ -54,7 +54,7 @@ async fn claim_ids(app: &TestApp, queue: &str, count: usize) -> Vec<String> {
     ids
 }
 
-async fn patch_settings(app: &TestApp, queue: &str, patch: Value) -> crate::helpers::Answer {
+async fn patch_settings(app: &TestApp, queue: &str, patch: Value) -> crate::support::Answer {
     let request = app
         .http
         .patch(app.queue_url(queue, "/settings"))

@@ -28,12 +28,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoints::ms_of;
 use crate::guide::claim_in_process_and_kill_answer;
-use crate::helpers::{
+use crate::ops::within;
+use crate::proxy::Nginx;
+use crate::support::Service;
+use crate::support::{
     RedisServer, TempDir, function_calls, redis, redis_connection, script_calls, spawn_app_with,
     test_config, unique_prefix, until, until_script_calls_exceed,
 };
-use crate::ops::{Service, within};
-use crate::proxy::Nginx;
 
 // ---------------------------------------------------------------------------
 // What the clients saw.
@@ -1444,7 +1445,7 @@ async fn instance_killed_behind_nginx_mid_load_loses_nothing_and_doubles_no_know
         |l| l.acked() >= (PROXIED_JOBS / 3) as u64,
     )
     .await;
-    crate::helpers::send_signal(doomed.pid(), "KILL");
+    crate::support::send_signal(doomed.pid(), "KILL");
     until(
         Duration::from_secs(5),
         "the killed instance is gone",
@@ -1699,7 +1700,7 @@ async fn worker_crash_storm_reclaims_every_abandoned_job_with_exact_attempts() {
     assert_eq!(stored.jobs.len(), STORM_FAILING);
 
     // The killed workers' tokens, presented now, change nothing.
-    let before = crate::helpers::snapshot(&config.redis_url, &config.key_prefix).await;
+    let before = crate::support::snapshot(&config.redis_url, &config.key_prefix).await;
     for delivery in ledger.deliveries().iter().filter(|d| d.abandoned) {
         let late = client
             .post(
@@ -1715,7 +1716,7 @@ async fn worker_crash_storm_reclaims_every_abandoned_job_with_exact_attempts() {
         assert_eq!(late.status, expected, "{delivery:?}: {late:?}");
     }
     assert_eq!(
-        crate::helpers::snapshot(&config.redis_url, &config.key_prefix).await,
+        crate::support::snapshot(&config.redis_url, &config.key_prefix).await,
         before
     );
 }
@@ -2034,7 +2035,7 @@ async fn stalled_requests_apply_whole_or_not_at_all(
 /// Redis has them all cached as on any running service. (A script Redis
 /// does not know yet answers NOSCRIPT once the pause is over, and the
 /// service, which gave up on the request by then, does not send it again.)
-async fn warm_up_scripts(app: &crate::helpers::TestApp) {
+async fn warm_up_scripts(app: &crate::support::TestApp) {
     let job = app.enqueue("warm-up", json!({"task": "t"})).await;
     let id = job["id"].as_str().expect("id");
     let leased = app.claim_one("warm-up").await.expect("a job");
@@ -2063,7 +2064,7 @@ async fn warm_up_scripts(app: &crate::helpers::TestApp) {
 }
 
 /// Job `id`, read once the service answers again after a stall.
-async fn settled(app: &crate::helpers::TestApp, queue: &str, id: &str) -> crate::helpers::Answer {
+async fn settled(app: &crate::support::TestApp, queue: &str, id: &str) -> crate::support::Answer {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let answer = app.job(queue, id).await;

@@ -24,7 +24,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app_with, test_config};
+use crate::support::{TestApp, spawn_app_with, test_config};
 
 /// Rounds of mutated requests against the write endpoints.
 const ROUNDS: usize = 360;

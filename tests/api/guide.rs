@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use prioq::config::Config;
 
-use crate::helpers::{spawn_app_with, test_config};
+use crate::support::{spawn_app_with, test_config};
 
 /// 1. Priorities 2, 0, 1, 0 are claimed as the two 0s in enqueue order,
 ///    then 1, then 2.

@@ -9,7 +9,7 @@ use prioq::queue::{Broker, BrokerConfig, RedisPool, SweepCursors};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{
+use crate::support::{
     RedisServer, TestApp, redis, redis_connection, spawn_app, spawn_app_with, test_config,
 };
 

@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::cluster::shared_cluster;
-use crate::helpers::{RedisServer, redis, redis_connection, spawn_app_with, test_config};
+use crate::support::{RedisServer, redis, redis_connection, spawn_app_with, test_config};
 
 /// The names of the libraries loaded in the Redis at `url`.
 async fn libraries(url: &str) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! The integration suite: real `redis-server` processes, real HTTP over
 //! loopback. One binary, so it compiles once.
 
-mod helpers;
+mod support;
 
 mod batching;
 mod claim_acks;

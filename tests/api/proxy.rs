@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::{
+use crate::support::{
     RedisServer, TempDir, free_port, redis_connection, script_calls, spawn_app_with, test_config,
     until_script_calls_exceed,
 };

@@ -11,7 +11,7 @@ use prioq::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{
+use crate::support::{
     Answer, RedisServer, TempDir, TestApp, free_port, spawn_app_with, test_config, until,
 };
 

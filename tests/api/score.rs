@@ -6,7 +6,7 @@ use serde_json::json;
 
 use prioq::queue::keys::{Key, QueueKeys, tag_field};
 
-use crate::helpers::{redis, redis_connection, spawn_app};
+use crate::support::{redis, redis_connection, spawn_app};
 
 const SEQ_SPAN: u64 = 1 << 44;
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{Client, Ledger, Reply, inventory};
 use crate::fuzz::Rng;
 use crate::guide::claim_in_process_and_kill_answer;
-use crate::helpers::{AOF_ALWAYS, RedisServer, TempDir, spawn_app_with, test_config, until};
+use crate::support::{AOF_ALWAYS, RedisServer, TempDir, spawn_app_with, test_config, until};
 
 const DEFAULT_SECS: u64 = 60;
 /// Lease of the consumers here; the worker processes take 1 s.

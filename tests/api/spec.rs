@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::spawn_app;
+use crate::support::spawn_app;
 
 #[tokio::test]
 async fn served_openapi_matches_the_committed_file() {

@@ -1,6 +1,9 @@
 //! Test support: real `redis-server` processes on free ports, and prioq
 //! instances served on port 0 against them.
 
+mod service;
+pub(crate) use service::Service;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
