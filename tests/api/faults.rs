@@ -2321,6 +2321,11 @@ async fn blocked_clients(url: String) -> bool {
 
 const POLLS: usize = 1000;
 const POLL_JOBS: usize = 300;
+/// How long each request of a crowd waits: long enough that the first of
+/// them is still waiting when the last starts and the idle second after
+/// it is over, on a slow machine too (all of them wait after about 1 s
+/// here).
+const CROWD_WAIT_MS: u64 = 8000;
 
 /// The soft limit on open files of this process, raised to `wanted` (or
 /// the hard limit) with prlimit(1) when it is lower; children started
@@ -2410,7 +2415,7 @@ struct Crowd {
 }
 
 /// [`POLLS`] requests held at once against `service` on queue `queue`,
-/// each waiting up to 4 s, then [`POLL_JOBS`] of them given what they wait
+/// each waiting up to [`CROWD_WAIT_MS`], then [`POLL_JOBS`] of them given what they wait
 /// for in one request. Claims: a batch of jobs is enqueued; each poll gets
 /// at most one, every job goes to exactly one poll, the others answer an
 /// empty list when their wait is over. Job waits: each reads a job of its
@@ -2472,10 +2477,10 @@ async fn crowd_round(
         let request = match crowding {
             Crowding::Claims => waiters
                 .post(service.url(&format!("/v1/queues/{queue}/claim")))
-                .json(&json!({"worker": format!("poller-{n}"), "wait_ms": 4000})),
-            Crowding::JobWaits => {
-                waiters.get(service.url(&format!("/v1/queues/{queue}/jobs/w-{n}?wait_ms=4000")))
-            }
+                .json(&json!({"worker": format!("poller-{n}"), "wait_ms": CROWD_WAIT_MS})),
+            Crowding::JobWaits => waiters.get(service.url(&format!(
+                "/v1/queues/{queue}/jobs/w-{n}?wait_ms={CROWD_WAIT_MS}"
+            ))),
         };
         polls.push(tokio::spawn(async move {
             let response = request
@@ -2498,6 +2503,10 @@ async fn crowd_round(
     let calls_before = function_calls(redis).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_calls = function_calls(redis).await - calls_before;
+    assert!(
+        started.elapsed() < Duration::from_millis(CROWD_WAIT_MS),
+        "the idle second ran into the end of the first waits"
+    );
 
     match crowding {
         Crowding::Claims => {
