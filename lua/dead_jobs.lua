@@ -14,7 +14,7 @@ redis.register_function{
     local dead, jobs = keys[1], keys[2]
     local out = {}
     for i, entry in ipairs(page_down(dead, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
-      out[i] = {entry[1], redis.call('HGET', jobs, entry[1]), 'dead', entry[2], false, false, false}
+      out[i] = job_reply(entry[1], redis.call('HGET', jobs, entry[1]), 'dead', entry[2])
     end
     return {redis.call('ZCARD', dead), out}
   end,

@@ -625,10 +625,17 @@ local function promote_due(c, now, limit)
   return #ids
 end
 
--- The reply for one job, in any state: {id, record, state, state time
--- (run_at, lease deadline, dead_at or completed_at), lease entry, progress,
--- result of a completed job ('' for none)}. Needs q.jobs, q.processing,
--- q.scheduled, q.dead, q.completed, q.leases, q.results and q.progress.
+-- The reply for one job, in any state, as the Rust side parses it: {id,
+-- record, state, state time (run_at, lease deadline, dead_at or
+-- completed_at), lease entry, progress, result of a completed job ('' for
+-- none)}; false for each part the job does not have.
+local function job_reply(id, record, state, at, lease, progress, result)
+  return {id, record, state, at or false, lease or false, progress or false, result or false}
+end
+
+-- The reply for one job (see job_reply), read from wherever it is. Needs
+-- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
+-- q.results and q.progress.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
@@ -650,10 +657,7 @@ local function view(q, id)
       end
     end
   end
-  return {
-    id, record, state, at or false, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id),
-    result or false,
-  }
+  return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result)
 end
 
 -- The token of a `leases` entry.

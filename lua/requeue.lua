@@ -4,8 +4,7 @@
 -- KEYS: pending, dead, jobs, meta, weights, groups
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] new
 --   priority ('' keeps it)
--- Returns: the job's view: {id, record, 'pending', false, false, false,
---   false}
+-- Returns: the job's reply (see job_reply), pending
 -- Errors: NOT_FOUND; CONFLICT when the job is not dead; SEQUENCE_EXHAUSTED
 redis.register_function('requeue_' .. VERSION, function(keys, argv)
   local q = {
@@ -23,5 +22,5 @@ redis.register_function('requeue_' .. VERSION, function(keys, argv)
   if not make_pending(c, {{id, job, now_ms()}}) then fail('SEQUENCE_EXHAUSTED') end
   redis.call('ZREM', q.dead, id)
   settle(c)
-  return {id, redis.call('HGET', q.jobs, id), 'pending', false, false, false, false}
+  return job_reply(id, redis.call('HGET', q.jobs, id), 'pending')
 end)

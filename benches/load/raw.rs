@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
 use prioq::queue::keys::{Key, QueueKeys};
-use prioq::queue::library::{Function, LIBRARY};
-use prioq::queue::record;
+use prioq::queue::library::LIBRARY;
+use prioq::queue::{
+    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, exchange_answers,
+    exchange_command, record,
+};
+use serde_json::value::RawValue;
 
 use crate::args::Op;
 use crate::jobs::{BATCH, LEASE_MS, MAX_ATTEMPTS, PRIORITY};
@@ -18,8 +22,6 @@ use crate::redis_stats;
 
 /// prioq's default bulk floor (0.1) in parts per million, as it passes it.
 const FLOOR_PPM: u64 = 100_000;
-/// Due scheduled jobs a claim promotes first, as prioq passes it.
-const CLAIM_PROMOTE_BATCH: u64 = 100;
 /// Function calls per pipelined round trip.
 const PIPELINE_SINGLE: usize = 100;
 const PIPELINE_BATCH: usize = 2;
@@ -28,8 +30,8 @@ pub const CONNECTIONS: usize = 4;
 /// Upper bound on loop iterations of one task in one run.
 const MAX_ITERATIONS: u64 = 2_000_000;
 
-/// A job leased by a claim: id and lease token.
-pub type Lease = (String, String);
+/// A job leased by a claim, as its ack names it.
+pub type Lease = Ack;
 
 /// Loads prioq's function library, as prioq does on first use.
 pub async fn load_library(con: &mut MultiplexedConnection) -> Result<()> {
@@ -37,127 +39,96 @@ pub async fn load_library(con: &mut MultiplexedConnection) -> Result<()> {
     Ok(())
 }
 
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
+/// Exchange calls in one pipeline, each with the requests it carries, so
+/// that the replies can be read as prioq reads them.
+#[derive(Default)]
+struct Calls {
+    pipe: redis::Pipeline,
+    entries: Vec<Vec<Exchange>>,
+}
+
+/// What the calls of a pipeline did: the jobs leased, per call that
+/// claimed, and the acks that succeeded.
+#[derive(Default)]
+struct Outcome {
+    leases: Vec<Vec<Lease>>,
+    acked: u64,
+}
+
+impl Calls {
+    /// Adds one exchange call carrying `entries`, as prioq would send them.
+    fn push(&mut self, keys: &QueueKeys, entries: Vec<Exchange>) {
+        self.pipe
+            .add_command(exchange_command(keys, FLOOR_PPM, &entries));
+        self.entries.push(entries);
     }
-}
 
-fn is_ok(value: &Value) -> bool {
-    text(value).as_deref() == Some("OK")
-}
-
-/// Where the exchange function's reply holds every ack's status, and the
-/// claims' answers (per request the number of jobs leased, then id, record
-/// and token per job), each a flat list.
-const STATUSES: usize = 1;
-const CLAIMS: usize = 3;
-
-/// Section `section` of an exchange reply.
-fn section(reply: &Value, section: usize) -> &[Value] {
-    match reply {
-        Value::Array(reply) => match reply.get(section) {
-            Some(Value::Array(items)) => items,
-            _ => &[],
-        },
-        _ => &[],
+    /// Adds one call of one enqueue of `n` fresh jobs, kept `retain_ms`
+    /// once acked (`None`: the queue's default, none here).
+    fn enqueue(&mut self, keys: &QueueKeys, n: usize, body: &[u8], retain_ms: Option<u64>) {
+        let jobs = (0..n)
+            .map(|_| OutgoingJob {
+                id: record::new_id(),
+                priority: PRIORITY,
+                delay_ms: 0,
+                max_attempts: MAX_ATTEMPTS,
+                group: None,
+                retain_ms,
+                body: body.to_vec(),
+            })
+            .collect();
+        self.push(keys, vec![Exchange::Enqueue(jobs)]);
     }
-}
 
-/// Acks that succeeded in an exchange.
-fn acked(reply: &Value) -> u64 {
-    section(reply, STATUSES)
-        .iter()
-        .filter(|status| is_ok(status))
-        .count() as u64
-}
+    /// Adds one call of one claim for `max_jobs` that first acks `acks`.
+    fn claim(&mut self, keys: &QueueKeys, max_jobs: usize, acks: Vec<Ack>) {
+        let claim = ClaimEntry {
+            lease_ms: LEASE_MS,
+            max_jobs: max_jobs as u32,
+            worker: String::new(),
+            acks,
+        };
+        self.push(keys, vec![Exchange::Claim(claim)]);
+    }
 
-/// `(leases, acks that succeeded)` of an exchange's claims.
-fn claimed(reply: &Value) -> (Vec<Lease>, u64) {
-    let mut leases = Vec::new();
-    let mut items = section(reply, CLAIMS).iter();
-    while let Some(Value::Int(count)) = items.next() {
-        for _ in 0..*count {
-            let job: Vec<&Value> = items.by_ref().take(3).collect();
-            if let (Some(id), Some(token)) = (
-                job.first().and_then(|v| text(v)),
-                job.get(2).and_then(|v| text(v)),
-            ) {
-                leases.push((id, token));
+    /// Adds one call of one ack request.
+    fn ack(&mut self, keys: &QueueKeys, acks: Vec<Ack>) {
+        self.push(keys, vec![Exchange::Ack(acks)]);
+    }
+
+    /// Sends the pipeline and reads every call's answers.
+    async fn send(self, con: &mut MultiplexedConnection) -> Result<Outcome> {
+        let replies: Vec<Value> = self.pipe.query_async(con).await?;
+        let mut outcome = Outcome::default();
+        for (entries, reply) in self.entries.iter().zip(replies) {
+            for answer in exchange_answers(entries, reply)? {
+                match answer? {
+                    Exchanged::Claimed(claimed) => {
+                        outcome.acked += successes(&claimed.acked);
+                        outcome
+                            .leases
+                            .push(claimed.jobs.into_iter().map(lease_of).collect());
+                    }
+                    Exchanged::Acked(acked) => outcome.acked += successes(&acked),
+                    Exchanged::Enqueued(_) => {}
+                }
             }
         }
-    }
-    (leases, acked(reply))
-}
-
-/// An exchange call with the leading arguments prioq passes.
-fn exchange(keys: &QueueKeys) -> redis::Cmd {
-    let mut cmd = LIBRARY.call(Function::Exchange, keys);
-    cmd.arg(CLAIM_PROMOTE_BATCH)
-        .arg(FLOOR_PPM)
-        .arg(record::new_id());
-    cmd
-}
-
-/// Adds one exchange of one enqueue of `n` fresh jobs to a pipeline, kept
-/// `retain_ms` once acked (`""`: the queue's default, none here).
-fn push_enqueue(
-    pipe: &mut redis::Pipeline,
-    keys: &QueueKeys,
-    n: usize,
-    body: &[u8],
-    retain_ms: &str,
-) {
-    let mut cmd = exchange(keys);
-    // No acks; one enqueue request.
-    cmd.arg(0).arg(1).arg(n);
-    for _ in 0..n {
-        cmd.arg(record::new_id())
-            .arg(PRIORITY)
-            .arg(0)
-            .arg(MAX_ATTEMPTS)
-            .arg("")
-            .arg(retain_ms)
-            .arg(body);
-    }
-    // No claims.
-    cmd.arg(0);
-    pipe.add_command(cmd);
-}
-
-/// Adds one exchange of one claim for `max_jobs` that first acks `acks`.
-fn push_claim(pipe: &mut redis::Pipeline, keys: &QueueKeys, max_jobs: usize, acks: &[Lease]) {
-    let mut cmd = exchange(keys);
-    // No acks or enqueues of their own; one claim request.
-    cmd.arg(0)
-        .arg(0)
-        .arg(1)
-        .arg(LEASE_MS)
-        .arg(max_jobs)
-        .arg("")
-        .arg(acks.len());
-    push_acks(&mut cmd, acks, "");
-    pipe.add_command(cmd);
-}
-
-/// Adds acks to a call: id, lease token and `result` (`""` for none) each.
-fn push_acks(cmd: &mut redis::Cmd, leases: &[Lease], result: &str) {
-    for (id, token) in leases {
-        cmd.arg(id).arg(token).arg(result);
+        Ok(outcome)
     }
 }
 
-/// Adds one exchange of one ack request to a pipeline, each ack with
-/// `result` (`""` for none).
-fn push_ack(pipe: &mut redis::Pipeline, keys: &QueueKeys, leases: &[Lease], result: &str) {
-    let mut cmd = exchange(keys);
-    cmd.arg(leases.len());
-    push_acks(&mut cmd, leases, result);
-    // No enqueues or claims.
-    cmd.arg(0).arg(0);
-    pipe.add_command(cmd);
+fn successes(outcomes: &[AckOutcome]) -> u64 {
+    outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64
+}
+
+/// The ack of a claimed job, with no result.
+fn lease_of(job: Job) -> Lease {
+    Ack {
+        lease_token: job.lease.map(|lease| lease.token).unwrap_or_default(),
+        id: job.id,
+        result: None,
+    }
 }
 
 /// Enqueues `n` jobs with the exchange function, pipelined over a few
@@ -189,13 +160,13 @@ pub async fn prefill(
                     return Ok::<_, anyhow::Error>(());
                 }
                 let mut remaining = (n - round * per_round).min(per_round);
-                let mut pipe = redis::pipe();
+                let mut calls = Calls::default();
                 while remaining > 0 {
                     let take = remaining.min(per_call);
-                    push_enqueue(&mut pipe, &keys, take as usize, &body, "");
+                    calls.enqueue(&keys, take as usize, &body, None);
                     remaining -= take;
                 }
-                pipe.query_async::<Vec<Value>>(&mut con).await?;
+                calls.send(&mut con).await?;
             }
         }));
     }
@@ -219,39 +190,39 @@ pub async fn retained_bytes_per_job(
     const PER_CALL: usize = 100;
     const CALLS: usize = 20;
     unlink_queue(con, keys).await?;
-    let result = match result_bytes {
-        0 => String::new(),
-        // A JSON string of that many bytes, quotes included.
-        _ => format!("\"{}\"", "r".repeat(result_bytes.saturating_sub(2))),
-    };
+    // A JSON string of that many bytes, quotes included.
+    let result = (result_bytes > 0)
+        .then(|| format!("\"{}\"", "r".repeat(result_bytes.saturating_sub(2))))
+        .map(RawValue::from_string)
+        .transpose()?;
     let before = redis_stats::used_memory(con).await?;
     for round in 0..n.div_ceil(PER_CALL * CALLS) {
-        let mut pipe = redis::pipe();
+        let mut calls = Calls::default();
         let left = n - round * PER_CALL * CALLS;
         for call in 0..CALLS.min(left.div_ceil(PER_CALL)) {
             let take = (left - call * PER_CALL).min(PER_CALL);
-            push_enqueue(&mut pipe, keys, take, body, "3600000");
+            calls.enqueue(keys, take, body, Some(3_600_000));
         }
-        pipe.query_async::<Vec<Value>>(con).await?;
+        calls.send(con).await?;
     }
     let mut done = 0;
     while done < n {
-        let mut pipe = redis::pipe();
+        let mut calls = Calls::default();
         for _ in 0..CALLS {
-            push_claim(&mut pipe, keys, PER_CALL, &[]);
+            calls.claim(keys, PER_CALL, Vec::new());
         }
-        let replies: Vec<Value> = pipe.query_async(con).await?;
-        let mut pipe = redis::pipe();
+        let claimed = calls.send(con).await?;
+        let mut calls = Calls::default();
         let mut leased = 0;
-        for leases in replies.iter().map(|r| claimed(r).0) {
-            if !leases.is_empty() {
-                leased += leases.len();
-                push_ack(&mut pipe, keys, &leases, &result);
+        for mut leases in claimed.leases.into_iter().filter(|l| !l.is_empty()) {
+            leased += leases.len();
+            for lease in &mut leases {
+                lease.result.clone_from(&result);
             }
+            calls.ack(keys, leases);
         }
         anyhow::ensure!(leased > 0, "only {done} of {n} jobs could be claimed");
-        let replies: Vec<Value> = pipe.query_async(con).await?;
-        done += replies.iter().map(acked).sum::<u64>() as usize;
+        done += calls.send(con).await?.acked as usize;
     }
     let after = redis_stats::used_memory(con).await?;
     unlink_queue(con, keys).await?;
@@ -288,39 +259,31 @@ impl Raw {
         }
     }
 
-    async fn enqueue(&self, con: &mut MultiplexedConnection) -> redis::RedisResult<()> {
-        let mut pipe = redis::pipe();
+    async fn enqueue(&self, con: &mut MultiplexedConnection) -> Result<()> {
+        let mut calls = Calls::default();
         for _ in 0..self.calls() {
-            push_enqueue(&mut pipe, &self.keys, self.per_call(), &self.body, "");
+            calls.enqueue(&self.keys, self.per_call(), &self.body, None);
         }
-        pipe.query_async::<Vec<Value>>(con).await.map(drop)
+        calls.send(con).await.map(drop)
     }
 
-    async fn claim(&self, con: &mut MultiplexedConnection) -> redis::RedisResult<Vec<Vec<Lease>>> {
-        let mut pipe = redis::pipe();
+    async fn claim(&self, con: &mut MultiplexedConnection) -> Result<Vec<Vec<Lease>>> {
+        let mut calls = Calls::default();
         for _ in 0..self.calls() {
-            push_claim(&mut pipe, &self.keys, self.per_call(), &[]);
+            calls.claim(&self.keys, self.per_call(), Vec::new());
         }
-        let replies: Vec<Value> = pipe.query_async(con).await?;
-        Ok(replies.iter().map(|r| claimed(r).0).collect())
+        Ok(calls.send(con).await?.leases)
     }
 
-    async fn ack(
-        &self,
-        con: &mut MultiplexedConnection,
-        leases: &[Vec<Lease>],
-    ) -> redis::RedisResult<u64> {
-        let mut pipe = redis::pipe();
-        let mut calls = 0;
-        for call in leases.iter().filter(|l| !l.is_empty()) {
-            push_ack(&mut pipe, &self.keys, call, "");
-            calls += 1;
+    async fn ack(&self, con: &mut MultiplexedConnection, leases: Vec<Vec<Lease>>) -> Result<u64> {
+        let mut calls = Calls::default();
+        for call in leases.into_iter().filter(|l| !l.is_empty()) {
+            calls.ack(&self.keys, call);
         }
-        if calls == 0 {
+        if calls.entries.is_empty() {
             return Ok(0);
         }
-        let replies: Vec<Value> = pipe.query_async(con).await?;
-        Ok(replies.iter().map(acked).sum())
+        Ok(calls.send(con).await?.acked)
     }
 
     /// The worker loop's shape in one round trip: single-job enqueues, then
@@ -329,24 +292,18 @@ impl Raw {
         &self,
         con: &mut MultiplexedConnection,
         held: &mut Vec<Lease>,
-    ) -> redis::RedisResult<(u64, usize)> {
-        let mut pipe = redis::pipe();
+    ) -> Result<(u64, usize)> {
+        let mut calls = Calls::default();
         for _ in 0..self.calls() {
-            push_enqueue(&mut pipe, &self.keys, 1, &self.body, "");
+            calls.enqueue(&self.keys, 1, &self.body, None);
         }
         let mut acks = std::mem::take(held).into_iter();
         for _ in 0..self.calls() {
-            let ack: Vec<Lease> = acks.next().into_iter().collect();
-            push_claim(&mut pipe, &self.keys, 1, &ack);
+            calls.claim(&self.keys, 1, acks.next().into_iter().collect());
         }
-        let replies: Vec<Value> = pipe.query_async(con).await?;
-        let mut acked = 0;
-        for reply in &replies[self.calls()..] {
-            let (leases, ok) = claimed(reply);
-            acked += ok;
-            held.extend(leases);
-        }
-        Ok((acked, held.len()))
+        let outcome = calls.send(con).await?;
+        held.extend(outcome.leases.into_iter().flatten());
+        Ok((outcome.acked, held.len()))
     }
 
     async fn round(
@@ -355,7 +312,7 @@ impl Raw {
         held: &mut Vec<Lease>,
         st: &mut TaskStats,
         w: &Window,
-    ) -> redis::RedisResult<()> {
+    ) -> Result<()> {
         let wanted = self.calls() * self.per_call();
         if self.op == Op::WorkerLoop {
             let start = Instant::now();
@@ -385,7 +342,7 @@ impl Raw {
         if leases.iter().map(Vec::len).sum::<usize>() < wanted {
             st.short_claims += 1;
         }
-        let acked = self.ack(con, &leases).await?;
+        let acked = self.ack(con, leases).await?;
         let end = Instant::now();
         st.record(w, "ack_pipeline", mid, end);
         st.finished(w, end, acked);
@@ -417,7 +374,7 @@ impl Load for Raw {
         }
         // Leave nothing leased to the next run on this queue.
         if !held.is_empty()
-            && let Err(error) = self.ack(&mut con, &[held]).await
+            && let Err(error) = self.ack(&mut con, vec![held]).await
         {
             st.error(format!("acking the last leases: {error}"));
         }

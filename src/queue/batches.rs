@@ -2,7 +2,10 @@
 //! enqueue, claim (with the acks a worker sends along) and ack. The
 //! requests of all three that arrive together on one queue go in one call
 //! of the `exchange` function, acks first, then enqueues, then claims; the
-//! call's reply becomes one answer per request.
+//! call's reply becomes one answer per request. `exchange_command` and
+//! `exchange_answers` are the function's argument and reply layout, in one
+//! place for prioq and for tools that call the function directly (the load
+//! benchmark's raw-Redis baseline).
 
 use std::sync::Arc;
 
@@ -20,26 +23,26 @@ const CLAIM_PROMOTE_BATCH: u32 = 100;
 
 /// A job on its way to the `exchange` function.
 #[derive(Debug)]
-pub(crate) struct OutgoingJob {
-    pub(crate) id: String,
-    pub(crate) priority: u8,
-    pub(crate) delay_ms: u64,
-    pub(crate) max_attempts: u32,
-    pub(crate) group: Option<String>,
+pub struct OutgoingJob {
+    pub id: String,
+    pub priority: u8,
+    pub delay_ms: u64,
+    pub max_attempts: u32,
+    pub group: Option<String>,
     /// `None` for the queue's retention.
-    pub(crate) retain_ms: Option<u64>,
+    pub retain_ms: Option<u64>,
     /// The record's body (`record::body`).
-    pub(crate) body: Vec<u8>,
+    pub body: Vec<u8>,
 }
 
 /// What the `exchange` function says of one enqueue request's jobs.
 #[derive(Debug)]
-pub(crate) struct EnqueueReply {
+pub struct EnqueueReply {
     /// Redis's time of the enqueue.
-    pub(crate) now_ms: i64,
+    pub now_ms: i64,
     /// Per job: `None` when it was created, else the job already known
     /// under its id.
-    pub(crate) known: Vec<Option<Job>>,
+    pub known: Vec<Option<Job>>,
 }
 
 /// `1` for a created job, else the view of the one already known.
@@ -54,13 +57,13 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
 
 /// One request's claim: its acks first, then up to `max_jobs` jobs.
 #[derive(Debug)]
-pub(crate) struct ClaimEntry {
-    pub(crate) lease_ms: u64,
-    pub(crate) max_jobs: u32,
+pub struct ClaimEntry {
+    pub lease_ms: u64,
+    pub max_jobs: u32,
     /// `""` for none.
-    pub(crate) worker: String,
+    pub worker: String,
     /// Jobs to acknowledge first.
-    pub(crate) acks: Vec<Ack>,
+    pub acks: Vec<Ack>,
 }
 
 /// What one request's claim did.
@@ -85,7 +88,7 @@ pub enum Held {
 
 /// One request on its way to the `exchange` function.
 #[derive(Debug)]
-pub(crate) enum Exchange {
+pub enum Exchange {
     Enqueue(Vec<OutgoingJob>),
     Claim(ClaimEntry),
     Ack(Vec<Ack>),
@@ -93,7 +96,7 @@ pub(crate) enum Exchange {
 
 /// What the `exchange` function answers one request.
 #[derive(Debug)]
-pub(crate) enum Exchanged {
+pub enum Exchanged {
     Enqueued(EnqueueReply),
     Claimed(Claimed),
     Acked(Vec<AckOutcome>),
@@ -157,84 +160,97 @@ impl Batch for ExchangeBatch {
     }
 
     async fn call(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
-        let mut acks = Vec::new();
-        let mut enqueues = Vec::new();
-        let mut claims = Vec::new();
-        for entry in entries {
-            match entry {
-                Exchange::Ack(leases) => acks.extend(leases),
-                Exchange::Enqueue(jobs) => enqueues.push(jobs),
-                Exchange::Claim(claim) => claims.push(claim),
-            }
+        let cmd = exchange_command(&self.keys, self.floor_ppm, entries);
+        exchange_answers(entries, self.redis.query(&cmd).await?)
+    }
+}
+
+/// One call of the `exchange` function carrying `entries`: their acks
+/// first, then their enqueues, then their claims (each with its own acks),
+/// with the bulk floor's share `floor_ppm` in parts per million.
+pub fn exchange_command(keys: &QueueKeys, floor_ppm: u64, entries: &[Exchange]) -> Cmd {
+    let mut acks = Vec::new();
+    let mut enqueues = Vec::new();
+    let mut claims = Vec::new();
+    for entry in entries {
+        match entry {
+            Exchange::Ack(leases) => acks.extend(leases),
+            Exchange::Enqueue(jobs) => enqueues.push(jobs),
+            Exchange::Claim(claim) => claims.push(claim),
         }
-        let mut cmd = LIBRARY.call(Function::Exchange, &self.keys);
-        cmd.arg(CLAIM_PROMOTE_BATCH)
-            .arg(self.floor_ppm)
-            .arg(new_id());
-        cmd.arg(acks.len());
-        for ack in acks {
+    }
+    let mut cmd = LIBRARY.call(Function::Exchange, keys);
+    cmd.arg(CLAIM_PROMOTE_BATCH).arg(floor_ppm).arg(new_id());
+    cmd.arg(acks.len());
+    for ack in acks {
+        push_ack(&mut cmd, ack);
+    }
+    cmd.arg(enqueues.len());
+    for jobs in enqueues {
+        push_jobs(&mut cmd, jobs);
+    }
+    cmd.arg(claims.len());
+    for claim in &claims {
+        cmd.arg(claim.lease_ms)
+            .arg(claim.max_jobs)
+            .arg(&claim.worker)
+            .arg(claim.acks.len());
+        for ack in &claim.acks {
             push_ack(&mut cmd, ack);
         }
-        cmd.arg(enqueues.len());
-        for jobs in enqueues {
-            push_jobs(&mut cmd, jobs);
-        }
-        cmd.arg(claims.len());
-        for claim in &claims {
-            cmd.arg(claim.lease_ms)
-                .arg(claim.max_jobs)
-                .arg(&claim.worker)
-                .arg(claim.acks.len());
-            for ack in &claim.acks {
-                push_ack(&mut cmd, ack);
-            }
-        }
-        let (now_ms, statuses, enqueued, claimed, held, wait_ms): RawExchange =
-            self.redis.query(&cmd).await?;
-        let held = match held.as_str() {
-            "paused" => Some(Held::Paused),
-            "max_in_flight" => Some(Held::MaxInFlight),
-            "rate_limit" => Some(Held::RateLimit(std::time::Duration::from_millis(wait_ms))),
-            "" => None,
-            _ => return Err(malformed()),
-        };
-        // The claims' acks come after the others'.
-        let ack_requests: usize = entries
-            .iter()
-            .map(|entry| match entry {
-                Exchange::Ack(leases) => leases.len(),
-                _ => 0,
-            })
-            .sum();
-        let (ack_statuses, claim_statuses) = statuses.split_at(ack_requests.min(statuses.len()));
-        let mut ack_statuses = ack_statuses.iter();
-        let mut claim_statuses = claim_statuses.iter();
-        let mut enqueued = enqueued.into_iter();
-        let mut claimed = claimed.into_iter();
-        let answers = entries
-            .iter()
-            .map(|entry| match entry {
-                Exchange::Ack(leases) => {
-                    outcomes(&mut ack_statuses, leases.len()).map(Exchanged::Acked)
-                }
-                Exchange::Enqueue(jobs) => {
-                    enqueue_outcome(now_ms, &mut enqueued, jobs.len()).map(Exchanged::Enqueued)
-                }
-                Exchange::Claim(claim) => {
-                    let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
-                    claim_outcome(claim, now_ms, &mut claimed, acked, held).map(Exchanged::Claimed)
-                }
-            })
-            .collect();
-        if ack_statuses.next().is_some()
-            || claim_statuses.next().is_some()
-            || enqueued.next().is_some()
-            || claimed.next().is_some()
-        {
-            return Err(malformed());
-        }
-        Ok(answers)
     }
+    cmd
+}
+
+/// The answer to each of `entries`, in order, from the reply of the
+/// `exchange_command` call that carried them; an error when the reply does
+/// not fit them.
+pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms) =
+        RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
+    let held = match held.as_str() {
+        "paused" => Some(Held::Paused),
+        "max_in_flight" => Some(Held::MaxInFlight),
+        "rate_limit" => Some(Held::RateLimit(std::time::Duration::from_millis(wait_ms))),
+        "" => None,
+        _ => return Err(malformed()),
+    };
+    // The claims' acks come after the others'.
+    let ack_requests: usize = entries
+        .iter()
+        .map(|entry| match entry {
+            Exchange::Ack(leases) => leases.len(),
+            _ => 0,
+        })
+        .sum();
+    let (ack_statuses, claim_statuses) = statuses.split_at(ack_requests.min(statuses.len()));
+    let mut ack_statuses = ack_statuses.iter();
+    let mut claim_statuses = claim_statuses.iter();
+    let mut enqueued = enqueued.into_iter();
+    let mut claimed = claimed.into_iter();
+    let answers = entries
+        .iter()
+        .map(|entry| match entry {
+            Exchange::Ack(leases) => {
+                outcomes(&mut ack_statuses, leases.len()).map(Exchanged::Acked)
+            }
+            Exchange::Enqueue(jobs) => {
+                enqueue_outcome(now_ms, &mut enqueued, jobs.len()).map(Exchanged::Enqueued)
+            }
+            Exchange::Claim(claim) => {
+                let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
+                claim_outcome(claim, now_ms, &mut claimed, acked, held).map(Exchanged::Claimed)
+            }
+        })
+        .collect();
+    if ack_statuses.next().is_some()
+        || claim_statuses.next().is_some()
+        || enqueued.next().is_some()
+        || claimed.next().is_some()
+    {
+        return Err(malformed());
+    }
+    Ok(answers)
 }
 
 /// An ack's arguments: id, lease token, result ('' for none).

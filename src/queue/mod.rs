@@ -28,8 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
-use batches::{ClaimEntry, ExchangeBatch, OutgoingJob};
-pub use batches::{Claimed, Held};
+use batches::ExchangeBatch;
+pub use batches::{
+    ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob, exchange_answers,
+    exchange_command,
+};
 pub use error::QueueError;
 pub use job::{Job, JobState, Lease};
 use keys::QueueKeys;
