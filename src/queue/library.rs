@@ -151,7 +151,7 @@ impl Function {
                 ScheduleRuns,
             ],
             Self::Schedules | Self::DeleteSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
-            Self::PutSchedule => &[Schedules, ScheduleDue],
+            Self::PutSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
             Self::Job => &[
                 Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress,
             ],

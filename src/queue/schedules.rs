@@ -134,6 +134,9 @@ pub enum Fired {
     Stale,
 }
 
+/// Tries of a schedule's replacement racing its fires.
+const PUT_TRIES: usize = 5;
+
 /// `{now, then name, definition, next, last per schedule}`.
 type RawSchedules = (i64, Vec<Value>);
 
@@ -189,7 +192,8 @@ impl Broker {
     }
 
     /// Creates or replaces a schedule: it fires next at the first fire time
-    /// after now (none while paused). Answers it, and whether it is new.
+    /// after now and after its last one (none while paused). Answers it,
+    /// and whether it is new.
     pub async fn put_schedule(
         &self,
         queue: &str,
@@ -198,24 +202,37 @@ impl Broker {
         cron: &Cron,
     ) -> Result<(Schedule, bool)> {
         self.register(queue).await?;
-        let (now, existing) = self.read_schedules(queue, name).await?;
-        let next_run_ms = if spec.paused {
-            None
-        } else {
-            cron.next_after(now)
-        };
-        let mut cmd = LIBRARY.call(Function::PutSchedule, &self.lanes(queue).keys);
-        cmd.arg(name)
-            .arg(serde_json::to_string(&spec).map_err(|e| QueueError::Unknown(e.into()))?)
-            .arg(next_run_ms.map(|ms| ms.to_string()).unwrap_or_default());
-        let created: i64 = self.call(&cmd).await?;
-        let schedule = Schedule {
-            name: name.to_owned(),
-            spec,
-            next_run_ms,
-            last_run_ms: existing.first().and_then(|s| s.last_run_ms),
-        };
-        Ok((schedule, created == 1))
+        let definition = serde_json::to_string(&spec).map_err(|e| QueueError::Unknown(e.into()))?;
+        // A fire between the read and the write moves the last fire time
+        // on: then read again. Each retry needs another fire, at most one
+        // per second and schedule.
+        for _ in 0..PUT_TRIES {
+            let (now, existing) = self.read_schedules(queue, name).await?;
+            let last_run_ms = existing.first().and_then(|s| s.last_run_ms);
+            let next_run_ms = if spec.paused {
+                None
+            } else {
+                cron.next_after(now.max(last_run_ms.unwrap_or(now)))
+            };
+            let mut cmd = LIBRARY.call(Function::PutSchedule, &self.lanes(queue).keys);
+            cmd.arg(name)
+                .arg(&definition)
+                .arg(next_run_ms.map(|ms| ms.to_string()).unwrap_or_default())
+                .arg(last_run_ms.map(|ms| ms.to_string()).unwrap_or_default());
+            let created: i64 = self.call(&cmd).await?;
+            if created >= 0 {
+                let schedule = Schedule {
+                    name: name.to_owned(),
+                    spec,
+                    next_run_ms,
+                    last_run_ms,
+                };
+                return Ok((schedule, created == 1));
+            }
+        }
+        Err(QueueError::Unknown(anyhow::anyhow!(
+            "schedule {name} kept firing while it was being replaced"
+        )))
     }
 
     /// Deletes a schedule; the jobs it made stay.

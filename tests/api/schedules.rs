@@ -8,11 +8,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use prioq::config::Config;
+use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::library::{Function, LIBRARY};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Answer, RedisServer, TempDir, TestApp, free_port, spawn_app_with, test_config, until,
+    Answer, RedisServer, TempDir, TestApp, free_port, redis, redis_connection, spawn_app_with,
+    test_config, until,
 };
 
 /// Creates or replaces schedule `name` of `queue`.
@@ -420,4 +423,60 @@ async fn bad_schedules_are_refused_naming_the_field_and_change_nothing() {
         .map(|s| s["name"].as_str().expect("name").to_owned())
         .collect();
     assert_eq!(names, BTreeSet::from(["kept".to_owned()]));
+}
+
+/// A replacement that read the schedule before a fire and writes after it
+/// changes nothing: it would make that fire time due again. Played here by
+/// calling the function with the last fire time from before the fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_raced_a_fire_changes_nothing() {
+    let app = spawn_app_with(test_config()).await;
+    let q = "raced";
+    let created = put(&app, q, "tick", every_second()).await;
+    let first = ms(&created.body, "next_run_at").expect("next run");
+    until_fired_after(&app, q, "tick", first, 1).await;
+    // Paused, it fires no more, so its last fire time stays put.
+    let paused = app
+        .post(app.queue_url(q, "/schedules/tick/pause"), json!(null))
+        .await;
+    let last = ms(&paused.body, "last_run_at").expect("fired");
+
+    let keys = QueueKeys::new(&app.config.key_prefix, q);
+    let mut con = redis_connection(&app.config.redis_url).await;
+    let stored: String = redis::cmd("HGET")
+        .arg(keys.key(Key::Schedules))
+        .arg("tick")
+        .query_async(&mut con)
+        .await
+        .expect("the definition");
+    let mut other: Value = serde_json::from_str(&stored).expect("JSON");
+    other["task"] = json!("other");
+    let replace = |read_last: String| {
+        let mut cmd = LIBRARY.call(Function::PutSchedule, &keys);
+        cmd.arg("tick")
+            .arg(other.to_string())
+            .arg(last + 1000)
+            .arg(read_last);
+        cmd
+    };
+    for stale in [String::new(), (last - 1000).to_string()] {
+        let answer: i64 = replace(stale)
+            .query_async(&mut con)
+            .await
+            .expect("put_schedule");
+        assert_eq!(
+            answer, -1,
+            "a replacement that read an older last fire time"
+        );
+        assert_eq!(schedule(&app, q, "tick").await.body, paused.body);
+    }
+    let answer: i64 = replace(last.to_string())
+        .query_async(&mut con)
+        .await
+        .expect("put_schedule");
+    assert_eq!(
+        answer, 0,
+        "a replacement that read the last fire time goes ahead"
+    );
+    assert_eq!(schedule(&app, q, "tick").await.body["task"], "other");
 }
