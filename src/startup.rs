@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use deadpool_redis::redis;
+use redis;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 

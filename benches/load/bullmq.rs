@@ -7,7 +7,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use deadpool_redis::redis;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
 

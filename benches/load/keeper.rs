@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
 use prioq::queue::keys::{self, Key, QueueKeys};
 use prioq::queue::record;
+use redis::{self, Value, aio::MultiplexedConnection};
 
 use crate::jobs::{PRIORITY, args_json, stored_record};
 use crate::redis_stats;

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use deadpool_redis::redis;
 use serde::Deserialize;
 
 use crate::jobs::{self, Bodies};

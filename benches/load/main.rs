@@ -55,8 +55,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use deadpool_redis::redis::{self, aio::MultiplexedConnection};
 use prioq::queue::keys::{QueueKeys, registry};
+use redis::{self, aio::MultiplexedConnection};
 
 use crate::args::Args;
 use crate::bullmq::BullmqResult;

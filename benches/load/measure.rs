@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use deadpool_redis::redis::{self, aio::MultiplexedConnection};
 use prioq::queue::keys::QueueKeys;
+use redis::{self, aio::MultiplexedConnection};
 
 use crate::args::Op;
 use crate::keeper::{self, KeeperCalls, KeeperMode, KeeperStats, Range};

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use deadpool_redis::redis::{self, Value, aio::MultiplexedConnection};
 use prioq::queue::keys::{Key, QueueKeys};
 use prioq::queue::library::LIBRARY;
 use prioq::queue::{
     Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, exchange_answers,
     exchange_command, record,
 };
+use redis::{self, Value, aio::MultiplexedConnection};
 use serde_json::value::RawValue;
 
 use crate::args::Op;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use deadpool_redis::redis::{self, aio::MultiplexedConnection};
+use redis::{self, aio::MultiplexedConnection};
 
 pub async fn connect(client: &redis::Client) -> Result<MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new()

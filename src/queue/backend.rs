@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_redis::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use deadpool_redis::redis::cluster::ClusterClient;
-use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{self, Cmd, Pipeline, RedisFuture, Value};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{self, Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 /// How to reach Redis and how many connections to keep.

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::redis::{self, Cmd, FromRedisValue, Value};
+use redis::{self, Cmd, FromRedisValue, Value};
 
 use super::job::{Job, JobState, Lease};
 use super::lane::{Batch, Lane};

@@ -1,7 +1,7 @@
 //! What can go wrong with a queue operation, and how Redis's errors map to
 //! it.
 
-use deadpool_redis::redis;
+use redis;
 
 use super::library;
 

@@ -1,6 +1,6 @@
 //! A job as the functions describe it, decoded.
 
-use deadpool_redis::redis::{self, FromRedisValue, Value};
+use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
 use super::record::Record;

@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use deadpool_redis::redis::{self, Cmd, RedisError};
+use redis::{self, Cmd, RedisError};
 
 use super::keys::{Key, QueueKeys};
 

@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, Cmd, FromRedisValue};
 use metrics::Counter;
+use redis::{self, Cmd, FromRedisValue};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

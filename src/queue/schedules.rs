@@ -4,7 +4,7 @@
 //! decides which instance fires each one (the `fire` function compares and
 //! sets the schedule's next fire time), so each fires once fleet-wide.
 
-use deadpool_redis::redis::Value;
+use redis::Value;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use deadpool_redis::redis;
 use futures_util::StreamExt;
+use redis;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-pub use deadpool_redis::redis;
+pub use redis;
 
 /// A `redis-server` owned by the test process. It dies with the test
 /// process even on a crash: its wrapper shell holds our stdin pipe and kills
