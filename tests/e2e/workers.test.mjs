@@ -4,6 +4,9 @@
 // claim (one request per job) and nack, handle each error answer, and stop
 // cleanly on SIGTERM. And the call-and-wait producer: it enqueues, waits,
 // and prints the result or the error.
+//
+// Environment: PRIOQ_PYTHON, the Python that has clients/python installed
+// (default python3).
 
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -21,7 +24,7 @@ const LEASE_MS = 3000;
 const PROMPT_MS = 3000;
 
 const WORKERS = {
-  python: ['python3', [path.join(root, 'examples', 'worker.py')]],
+  python: [process.env.PRIOQ_PYTHON ?? 'python3', [path.join(root, 'examples', 'worker.py')]],
   node: [process.execPath, [path.join(root, 'examples', 'worker.mjs')]],
   shell: ['bash', [path.join(root, 'examples', 'worker.sh')]],
 };
@@ -187,6 +190,29 @@ for (const language of Object.keys(WORKERS)) {
       await stopsCleanly(worker);
     });
 
+    test('a job whose worker is killed mid-task goes to the next worker once its lease ends', async () => {
+      const queue = `crash-${language}`;
+      const { api } = prioq;
+      await api.enqueue(queue, { id: 'crash-1', task: 'sleep', args: { ms: 1500 } });
+      const first = startWorker(language, { PRIOQ_QUEUE: queue, PRIOQ_WORKER: `doomed-${language}` });
+      await first.waitForLine(/^claimed crash-1 \(sleep\)$/);
+      const killed = await first.stop('SIGKILL', PROMPT_MS);
+      assert.equal(killed.signal, 'SIGKILL', first.tail());
+      const held = (await api.job(queue, 'crash-1')).body;
+      assert.deepEqual([held.state, held.worker], ['processing', `doomed-${language}`], JSON.stringify(held));
+
+      const second = startWorker(language, { PRIOQ_QUEUE: queue, PRIOQ_WORKER: `heir-${language}` });
+      await second.waitForLine(/^claimed crash-1 \(sleep\)$/, { ms: LEASE_MS + 10000 });
+      // Only once the first lease ran out: the sweeper counted the lost attempt.
+      const taken = (await api.job(queue, 'crash-1')).body;
+      assert.equal(taken.worker, `heir-${language}`, JSON.stringify(taken));
+      assert.equal(taken.attempts, 1, JSON.stringify(taken));
+      await second.waitForLine(/^acked crash-1$/);
+      assert.equal((await api.job(queue, 'crash-1')).status, 404, 'crash-1 was acked');
+      await stopsCleanly(second);
+      assert.equal(second.lines.filter((line) => line === 'acked crash-1').length, 1, second.tail());
+    });
+
     test('stops at once on SIGTERM while it waits for work', async () => {
       const queue = `idle-${language}`;
       const worker = startWorker(language, { PRIOQ_QUEUE: queue });
@@ -236,7 +262,7 @@ for (const language of Object.keys(WORKERS)) {
 }
 
 describe('the call-and-wait producer', () => {
-  const produce = (queue, id) => new Proc(`call-${id}`, 'python3', [
+  const produce = (queue, id) => new Proc(`call-${id}`, process.env.PRIOQ_PYTHON ?? 'python3', [
     path.join(root, 'examples', 'call_and_wait.py'), queue, 'render', '{"page": 1}', id,
   ], {
     env: { PATH: process.env.PATH, PRIOQ_URL: prioq.base, PRIOQ_TOKEN: TOKEN, PRIOQ_TIMEOUT_S: '30' },

@@ -1,0 +1,228 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.enqueue_request import EnqueueRequest
+from ...models.job_view import JobView
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    queue: str,
+    *,
+    body: EnqueueRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/queues/{queue}/jobs".format(
+            queue=quote(str(queue), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> JobView | Problem | None:
+    if response.status_code == 200:
+        response_200 = JobView.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 201:
+        response_201 = JobView.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = Problem.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = Problem.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[JobView | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    queue: str,
+    *,
+    client: AuthenticatedClient,
+    body: EnqueueRequest,
+) -> Response[JobView | Problem]:
+    """Enqueue a job.
+
+     With a client `id` the enqueue is idempotent: a job already known under
+    that id is answered (200, `created: false`) and nothing is added.
+
+    Args:
+        queue (str):
+        body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
+            'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
+            'task': 'send_email'}.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[JobView | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        queue=queue,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    queue: str,
+    *,
+    client: AuthenticatedClient,
+    body: EnqueueRequest,
+) -> JobView | Problem | None:
+    """Enqueue a job.
+
+     With a client `id` the enqueue is idempotent: a job already known under
+    that id is answered (200, `created: false`) and nothing is added.
+
+    Args:
+        queue (str):
+        body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
+            'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
+            'task': 'send_email'}.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        JobView | Problem
+    """
+
+    return sync_detailed(
+        queue=queue,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    queue: str,
+    *,
+    client: AuthenticatedClient,
+    body: EnqueueRequest,
+) -> Response[JobView | Problem]:
+    """Enqueue a job.
+
+     With a client `id` the enqueue is idempotent: a job already known under
+    that id is answered (200, `created: false`) and nothing is added.
+
+    Args:
+        queue (str):
+        body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
+            'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
+            'task': 'send_email'}.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[JobView | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        queue=queue,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    queue: str,
+    *,
+    client: AuthenticatedClient,
+    body: EnqueueRequest,
+) -> JobView | Problem | None:
+    """Enqueue a job.
+
+     With a client `id` the enqueue is idempotent: a job already known under
+    that id is answered (200, `created: false`) and nothing is added.
+
+    Args:
+        queue (str):
+        body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
+            'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
+            'task': 'send_email'}.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        JobView | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            queue=queue,
+            client=client,
+            body=body,
+        )
+    ).parsed

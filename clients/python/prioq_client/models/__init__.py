@@ -1,0 +1,71 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .ack_entry import AckEntry
+from .ack_many_request import AckManyRequest
+from .ack_many_response import AckManyResponse
+from .ack_request import AckRequest
+from .ack_result import AckResult
+from .claim_request import ClaimRequest
+from .claim_response import ClaimResponse
+from .class_view import ClassView
+from .dead_jobs_page import DeadJobsPage
+from .enqueue_batch_request import EnqueueBatchRequest
+from .enqueue_request import EnqueueRequest
+from .extend_request import ExtendRequest
+from .group_view import GroupView
+from .groups_page import GroupsPage
+from .job_list import JobList
+from .job_view import JobView
+from .nack_request import NackRequest
+from .problem import Problem
+from .problem_code import ProblemCode
+from .queue_list import QueueList
+from .queue_view import QueueView
+from .rate_limit_patch import RateLimitPatch
+from .rate_limit_view import RateLimitView
+from .requeue_request import RequeueRequest
+from .schedule_list import ScheduleList
+from .schedule_request import ScheduleRequest
+from .schedule_view import ScheduleView
+from .settings_patch import SettingsPatch
+from .settings_patch_group_weights_type_0 import SettingsPatchGroupWeightsType0
+from .settings_view import SettingsView
+from .settings_view_group_weights import SettingsViewGroupWeights
+from .state_name import StateName
+from .status import Status
+
+__all__ = (
+    "AckEntry",
+    "AckManyRequest",
+    "AckManyResponse",
+    "AckRequest",
+    "AckResult",
+    "ClaimRequest",
+    "ClaimResponse",
+    "ClassView",
+    "DeadJobsPage",
+    "EnqueueBatchRequest",
+    "EnqueueRequest",
+    "ExtendRequest",
+    "GroupsPage",
+    "GroupView",
+    "JobList",
+    "JobView",
+    "NackRequest",
+    "Problem",
+    "ProblemCode",
+    "QueueList",
+    "QueueView",
+    "RateLimitPatch",
+    "RateLimitView",
+    "RequeueRequest",
+    "ScheduleList",
+    "ScheduleRequest",
+    "ScheduleView",
+    "SettingsPatch",
+    "SettingsPatchGroupWeightsType0",
+    "SettingsView",
+    "SettingsViewGroupWeights",
+    "StateName",
+    "Status",
+)

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+
+from ..types import UNSET, Unset
+
+T = TypeVar("T", bound="EnqueueRequest")
+
+
+@_attrs_define
+class EnqueueRequest:
+    """A job to add.
+
+    Example:
+        {'args': {'to': 'a@example.com'}, 'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5,
+            'priority': 0, 'task': 'send_email'}
+
+    Attributes:
+        task (str): What the worker should do, 1 to 200 characters.
+        args (Any | Unset): Any JSON value, kept as sent; default `{}`.
+        delay_ms (int | Unset): Keep the job scheduled (not claimable) this long; at most 30 days.
+        group (None | str | Unset): The group (a tenant, say) the job shares its priority with fairly;
+            jobs without one form a group of their own.
+        id (None | str | Unset): A client-chosen id makes the enqueue idempotent.
+        max_attempts (int | None | Unset): Deliveries before the job is dead-lettered, 1 to 1000; default from
+            configuration.
+        priority (int | Unset): 0 (most urgent) to 255; default 1. Default: 1.
+        retain_ms (int | None | Unset): Keep the job this long once acked, `completed` with its result; its
+            id stays taken meanwhile. 0 to 2592000000 (30 days); default the
+            queue's `retain_ms` setting.
+    """
+
+    task: str
+    args: Any | Unset = UNSET
+    delay_ms: int | Unset = UNSET
+    group: None | str | Unset = UNSET
+    id: None | str | Unset = UNSET
+    max_attempts: int | None | Unset = UNSET
+    priority: int | Unset = 1
+    retain_ms: int | None | Unset = UNSET
+
+    def to_dict(self) -> dict[str, Any]:
+        task = self.task
+
+        args = self.args
+
+        delay_ms = self.delay_ms
+
+        group: None | str | Unset
+        if isinstance(self.group, Unset):
+            group = UNSET
+        else:
+            group = self.group
+
+        id: None | str | Unset
+        if isinstance(self.id, Unset):
+            id = UNSET
+        else:
+            id = self.id
+
+        max_attempts: int | None | Unset
+        if isinstance(self.max_attempts, Unset):
+            max_attempts = UNSET
+        else:
+            max_attempts = self.max_attempts
+
+        priority = self.priority
+
+        retain_ms: int | None | Unset
+        if isinstance(self.retain_ms, Unset):
+            retain_ms = UNSET
+        else:
+            retain_ms = self.retain_ms
+
+        field_dict: dict[str, Any] = {}
+
+        field_dict.update(
+            {
+                "task": task,
+            }
+        )
+        if args is not UNSET:
+            field_dict["args"] = args
+        if delay_ms is not UNSET:
+            field_dict["delay_ms"] = delay_ms
+        if group is not UNSET:
+            field_dict["group"] = group
+        if id is not UNSET:
+            field_dict["id"] = id
+        if max_attempts is not UNSET:
+            field_dict["max_attempts"] = max_attempts
+        if priority is not UNSET:
+            field_dict["priority"] = priority
+        if retain_ms is not UNSET:
+            field_dict["retain_ms"] = retain_ms
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        task = d.pop("task")
+
+        args = d.pop("args", UNSET)
+
+        delay_ms = d.pop("delay_ms", UNSET)
+
+        def _parse_group(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        group = _parse_group(d.pop("group", UNSET))
+
+        def _parse_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        id = _parse_id(d.pop("id", UNSET))
+
+        def _parse_max_attempts(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_attempts = _parse_max_attempts(d.pop("max_attempts", UNSET))
+
+        priority = d.pop("priority", UNSET)
+
+        def _parse_retain_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        retain_ms = _parse_retain_ms(d.pop("retain_ms", UNSET))
+
+        enqueue_request = cls(
+            task=task,
+            args=args,
+            delay_ms=delay_ms,
+            group=group,
+            id=id,
+            max_attempts=max_attempts,
+            priority=priority,
+            retain_ms=retain_ms,
+        )
+
+        return enqueue_request

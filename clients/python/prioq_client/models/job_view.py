@@ -1,0 +1,355 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..models.state_name import StateName
+from ..types import UNSET, Unset
+
+T = TypeVar("T", bound="JobView")
+
+
+@_attrs_define
+class JobView:
+    """A job, as every endpoint that returns one shows it.
+
+    Example:
+        {'args': {'to': 'a@example.com'}, 'attempts': 0, 'enqueued_at': '2026-11-29T23:58:12.345Z', 'group': None, 'id':
+            'order-1234', 'last_error': None, 'lease_expires_at': '2026-11-29T23:59:12.345Z', 'lease_token':
+            '9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1', 'max_attempts': 5, 'priority': 0, 'queue': 'emails', 'run_at': None,
+            'state': 'processing', 'task': 'send_email', 'worker': 'billing-7'}
+
+    Attributes:
+        args (Any):
+        attempts (int): Deliveries that ended without an ack.
+        enqueued_at (str):
+        id (str):
+        max_attempts (int):
+        priority (int):
+        queue (str):
+        state (StateName): Where a job is in its life.
+        task (str):
+        completed_at (None | str | Unset): When the job was acked (completed jobs only).
+        created (bool | None | Unset): Whether an enqueue added the job (enqueue answers only).
+        dead_at (None | str | Unset): When the job was dead-lettered (dead jobs only).
+        group (None | str | Unset): The job's group; null when it has none.
+        last_error (None | str | Unset):
+        lease_expires_at (None | str | Unset):
+        lease_token (None | str | Unset):
+        progress (Any | Unset): The latest progress its worker reported (with an extend), until the
+            job ends; null until then.
+        result (Any | Unset): What the worker sent with its ack (completed jobs only; null when
+            it sent none).
+        run_at (None | str | Unset): When a scheduled job becomes claimable.
+        schedule (None | str | Unset): The schedule whose fire time made the job (fired jobs only).
+        worker (None | str | Unset):
+    """
+
+    args: Any
+    attempts: int
+    enqueued_at: str
+    id: str
+    max_attempts: int
+    priority: int
+    queue: str
+    state: StateName
+    task: str
+    completed_at: None | str | Unset = UNSET
+    created: bool | None | Unset = UNSET
+    dead_at: None | str | Unset = UNSET
+    group: None | str | Unset = UNSET
+    last_error: None | str | Unset = UNSET
+    lease_expires_at: None | str | Unset = UNSET
+    lease_token: None | str | Unset = UNSET
+    progress: Any | Unset = UNSET
+    result: Any | Unset = UNSET
+    run_at: None | str | Unset = UNSET
+    schedule: None | str | Unset = UNSET
+    worker: None | str | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        args = self.args
+
+        attempts = self.attempts
+
+        enqueued_at = self.enqueued_at
+
+        id = self.id
+
+        max_attempts = self.max_attempts
+
+        priority = self.priority
+
+        queue = self.queue
+
+        state = self.state.value
+
+        task = self.task
+
+        completed_at: None | str | Unset
+        if isinstance(self.completed_at, Unset):
+            completed_at = UNSET
+        else:
+            completed_at = self.completed_at
+
+        created: bool | None | Unset
+        if isinstance(self.created, Unset):
+            created = UNSET
+        else:
+            created = self.created
+
+        dead_at: None | str | Unset
+        if isinstance(self.dead_at, Unset):
+            dead_at = UNSET
+        else:
+            dead_at = self.dead_at
+
+        group: None | str | Unset
+        if isinstance(self.group, Unset):
+            group = UNSET
+        else:
+            group = self.group
+
+        last_error: None | str | Unset
+        if isinstance(self.last_error, Unset):
+            last_error = UNSET
+        else:
+            last_error = self.last_error
+
+        lease_expires_at: None | str | Unset
+        if isinstance(self.lease_expires_at, Unset):
+            lease_expires_at = UNSET
+        else:
+            lease_expires_at = self.lease_expires_at
+
+        lease_token: None | str | Unset
+        if isinstance(self.lease_token, Unset):
+            lease_token = UNSET
+        else:
+            lease_token = self.lease_token
+
+        progress = self.progress
+
+        result = self.result
+
+        run_at: None | str | Unset
+        if isinstance(self.run_at, Unset):
+            run_at = UNSET
+        else:
+            run_at = self.run_at
+
+        schedule: None | str | Unset
+        if isinstance(self.schedule, Unset):
+            schedule = UNSET
+        else:
+            schedule = self.schedule
+
+        worker: None | str | Unset
+        if isinstance(self.worker, Unset):
+            worker = UNSET
+        else:
+            worker = self.worker
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "args": args,
+                "attempts": attempts,
+                "enqueued_at": enqueued_at,
+                "id": id,
+                "max_attempts": max_attempts,
+                "priority": priority,
+                "queue": queue,
+                "state": state,
+                "task": task,
+            }
+        )
+        if completed_at is not UNSET:
+            field_dict["completed_at"] = completed_at
+        if created is not UNSET:
+            field_dict["created"] = created
+        if dead_at is not UNSET:
+            field_dict["dead_at"] = dead_at
+        if group is not UNSET:
+            field_dict["group"] = group
+        if last_error is not UNSET:
+            field_dict["last_error"] = last_error
+        if lease_expires_at is not UNSET:
+            field_dict["lease_expires_at"] = lease_expires_at
+        if lease_token is not UNSET:
+            field_dict["lease_token"] = lease_token
+        if progress is not UNSET:
+            field_dict["progress"] = progress
+        if result is not UNSET:
+            field_dict["result"] = result
+        if run_at is not UNSET:
+            field_dict["run_at"] = run_at
+        if schedule is not UNSET:
+            field_dict["schedule"] = schedule
+        if worker is not UNSET:
+            field_dict["worker"] = worker
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        args = d.pop("args")
+
+        attempts = d.pop("attempts")
+
+        enqueued_at = d.pop("enqueued_at")
+
+        id = d.pop("id")
+
+        max_attempts = d.pop("max_attempts")
+
+        priority = d.pop("priority")
+
+        queue = d.pop("queue")
+
+        state = StateName(d.pop("state"))
+
+        task = d.pop("task")
+
+        def _parse_completed_at(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        completed_at = _parse_completed_at(d.pop("completed_at", UNSET))
+
+        def _parse_created(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        created = _parse_created(d.pop("created", UNSET))
+
+        def _parse_dead_at(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        dead_at = _parse_dead_at(d.pop("dead_at", UNSET))
+
+        def _parse_group(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        group = _parse_group(d.pop("group", UNSET))
+
+        def _parse_last_error(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        last_error = _parse_last_error(d.pop("last_error", UNSET))
+
+        def _parse_lease_expires_at(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        lease_expires_at = _parse_lease_expires_at(d.pop("lease_expires_at", UNSET))
+
+        def _parse_lease_token(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        lease_token = _parse_lease_token(d.pop("lease_token", UNSET))
+
+        progress = d.pop("progress", UNSET)
+
+        result = d.pop("result", UNSET)
+
+        def _parse_run_at(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        run_at = _parse_run_at(d.pop("run_at", UNSET))
+
+        def _parse_schedule(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        schedule = _parse_schedule(d.pop("schedule", UNSET))
+
+        def _parse_worker(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        worker = _parse_worker(d.pop("worker", UNSET))
+
+        job_view = cls(
+            args=args,
+            attempts=attempts,
+            enqueued_at=enqueued_at,
+            id=id,
+            max_attempts=max_attempts,
+            priority=priority,
+            queue=queue,
+            state=state,
+            task=task,
+            completed_at=completed_at,
+            created=created,
+            dead_at=dead_at,
+            group=group,
+            last_error=last_error,
+            lease_expires_at=lease_expires_at,
+            lease_token=lease_token,
+            progress=progress,
+            result=result,
+            run_at=run_at,
+            schedule=schedule,
+            worker=worker,
+        )
+
+        job_view.additional_properties = d
+        return job_view
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+if TYPE_CHECKING:
+    from ..models.class_view import ClassView
+
+
+T = TypeVar("T", bound="QueueView")
+
+
+@_attrs_define
+class QueueView:
+    """One queue's counts.
+
+    Example:
+        {'classes': [{'oldest_age_ms': 1530, 'pending': 2, 'priority': 0}, {'oldest_age_ms': 64200, 'pending': 10,
+            'priority': 9}], 'completed': 0, 'dead': 1, 'expired_leases': 0, 'groups': 2, 'paused': False, 'pending': 12,
+            'processing': 3, 'queue': 'emails', 'scheduled': 0}
+
+    Attributes:
+        classes (list[ClassView]): Pending jobs per priority, most urgent first.
+        completed (int): Jobs acked and kept until their retention ends.
+        dead (int):
+        expired_leases (int): Leases past their deadline that the sweeper has not taken back yet.
+        groups (int): Named groups with jobs pending or processing.
+        paused (bool): Whether claims are paused.
+        pending (int):
+        processing (int):
+        queue (str):
+        scheduled (int):
+    """
+
+    classes: list[ClassView]
+    completed: int
+    dead: int
+    expired_leases: int
+    groups: int
+    paused: bool
+    pending: int
+    processing: int
+    queue: str
+    scheduled: int
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        classes = []
+        for classes_item_data in self.classes:
+            classes_item = classes_item_data.to_dict()
+            classes.append(classes_item)
+
+        completed = self.completed
+
+        dead = self.dead
+
+        expired_leases = self.expired_leases
+
+        groups = self.groups
+
+        paused = self.paused
+
+        pending = self.pending
+
+        processing = self.processing
+
+        queue = self.queue
+
+        scheduled = self.scheduled
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "classes": classes,
+                "completed": completed,
+                "dead": dead,
+                "expired_leases": expired_leases,
+                "groups": groups,
+                "paused": paused,
+                "pending": pending,
+                "processing": processing,
+                "queue": queue,
+                "scheduled": scheduled,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.class_view import ClassView  # noqa: PLC0415
+
+        d = dict(src_dict)
+        classes = []
+        _classes = d.pop("classes")
+        for classes_item_data in _classes:
+            classes_item = ClassView.from_dict(classes_item_data)
+
+            classes.append(classes_item)
+
+        completed = d.pop("completed")
+
+        dead = d.pop("dead")
+
+        expired_leases = d.pop("expired_leases")
+
+        groups = d.pop("groups")
+
+        paused = d.pop("paused")
+
+        pending = d.pop("pending")
+
+        processing = d.pop("processing")
+
+        queue = d.pop("queue")
+
+        scheduled = d.pop("scheduled")
+
+        queue_view = cls(
+            classes=classes,
+            completed=completed,
+            dead=dead,
+            expired_leases=expired_leases,
+            groups=groups,
+            paused=paused,
+            pending=pending,
+            processing=processing,
+            queue=queue,
+            scheduled=scheduled,
+        )
+
+        queue_view.additional_properties = d
+        return queue_view
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.rate_limit_patch import RateLimitPatch
+    from ..models.settings_patch_group_weights_type_0 import SettingsPatchGroupWeightsType0
+
+
+T = TypeVar("T", bound="SettingsPatch")
+
+
+@_attrs_define
+class SettingsPatch:
+    """A JSON merge patch of the settings: a field left out stays as it is,
+    `null` resets it to its default.
+
+        Example:
+            {'group_weights': {'tenant-42': 5, 'tenant-7': None}, 'max_in_flight': 200, 'rate_limit': {'burst': 50,
+                'per_second': 50.0}}
+
+        Attributes:
+            group_max_in_flight (int | None | Unset): 1 to 100000.
+            group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Weights 1 to 100 by group; `null` drops a group's
+                weight (back to 1).
+            max_in_flight (int | None | Unset): 1 to 1000000.
+            paused (bool | None | Unset):
+            rate_limit (None | RateLimitPatch | Unset):
+            retain_ms (int | None | Unset): 0 to 2592000000 (30 days); `null` resets it to 0.
+    """
+
+    group_max_in_flight: int | None | Unset = UNSET
+    group_weights: None | SettingsPatchGroupWeightsType0 | Unset = UNSET
+    max_in_flight: int | None | Unset = UNSET
+    paused: bool | None | Unset = UNSET
+    rate_limit: None | RateLimitPatch | Unset = UNSET
+    retain_ms: int | None | Unset = UNSET
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.rate_limit_patch import RateLimitPatch  # noqa: PLC0415
+        from ..models.settings_patch_group_weights_type_0 import SettingsPatchGroupWeightsType0  # noqa: PLC0415
+
+        group_max_in_flight: int | None | Unset
+        if isinstance(self.group_max_in_flight, Unset):
+            group_max_in_flight = UNSET
+        else:
+            group_max_in_flight = self.group_max_in_flight
+
+        group_weights: dict[str, Any] | None | Unset
+        if isinstance(self.group_weights, Unset):
+            group_weights = UNSET
+        elif isinstance(self.group_weights, SettingsPatchGroupWeightsType0):
+            group_weights = self.group_weights.to_dict()
+        else:
+            group_weights = self.group_weights
+
+        max_in_flight: int | None | Unset
+        if isinstance(self.max_in_flight, Unset):
+            max_in_flight = UNSET
+        else:
+            max_in_flight = self.max_in_flight
+
+        paused: bool | None | Unset
+        if isinstance(self.paused, Unset):
+            paused = UNSET
+        else:
+            paused = self.paused
+
+        rate_limit: dict[str, Any] | None | Unset
+        if isinstance(self.rate_limit, Unset):
+            rate_limit = UNSET
+        elif isinstance(self.rate_limit, RateLimitPatch):
+            rate_limit = self.rate_limit.to_dict()
+        else:
+            rate_limit = self.rate_limit
+
+        retain_ms: int | None | Unset
+        if isinstance(self.retain_ms, Unset):
+            retain_ms = UNSET
+        else:
+            retain_ms = self.retain_ms
+
+        field_dict: dict[str, Any] = {}
+
+        field_dict.update({})
+        if group_max_in_flight is not UNSET:
+            field_dict["group_max_in_flight"] = group_max_in_flight
+        if group_weights is not UNSET:
+            field_dict["group_weights"] = group_weights
+        if max_in_flight is not UNSET:
+            field_dict["max_in_flight"] = max_in_flight
+        if paused is not UNSET:
+            field_dict["paused"] = paused
+        if rate_limit is not UNSET:
+            field_dict["rate_limit"] = rate_limit
+        if retain_ms is not UNSET:
+            field_dict["retain_ms"] = retain_ms
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.rate_limit_patch import RateLimitPatch  # noqa: PLC0415
+        from ..models.settings_patch_group_weights_type_0 import SettingsPatchGroupWeightsType0  # noqa: PLC0415
+
+        d = dict(src_dict)
+
+        def _parse_group_max_in_flight(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight", UNSET))
+
+        def _parse_group_weights(data: object) -> None | SettingsPatchGroupWeightsType0 | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                group_weights_type_0 = SettingsPatchGroupWeightsType0.from_dict(data)
+
+                return group_weights_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | SettingsPatchGroupWeightsType0 | Unset, data)
+
+        group_weights = _parse_group_weights(d.pop("group_weights", UNSET))
+
+        def _parse_max_in_flight(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_in_flight = _parse_max_in_flight(d.pop("max_in_flight", UNSET))
+
+        def _parse_paused(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        paused = _parse_paused(d.pop("paused", UNSET))
+
+        def _parse_rate_limit(data: object) -> None | RateLimitPatch | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_limit_type_0 = RateLimitPatch.from_dict(data)
+
+                return rate_limit_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateLimitPatch | Unset, data)
+
+        rate_limit = _parse_rate_limit(d.pop("rate_limit", UNSET))
+
+        def _parse_retain_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        retain_ms = _parse_retain_ms(d.pop("retain_ms", UNSET))
+
+        settings_patch = cls(
+            group_max_in_flight=group_max_in_flight,
+            group_weights=group_weights,
+            max_in_flight=max_in_flight,
+            paused=paused,
+            rate_limit=rate_limit,
+            retain_ms=retain_ms,
+        )
+
+        return settings_patch

@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.rate_limit_view import RateLimitView
+    from ..models.settings_view_group_weights import SettingsViewGroupWeights
+
+
+T = TypeVar("T", bound="SettingsView")
+
+
+@_attrs_define
+class SettingsView:
+    """How a queue hands out its jobs.
+
+    Example:
+        {'group_max_in_flight': 10, 'group_weights': {'tenant-42': 5}, 'max_in_flight': 200, 'paused': False,
+            'rate_limit': {'burst': 50, 'per_second': 50.0}, 'retain_ms': 86400000}
+
+    Attributes:
+        group_weights (SettingsViewGroupWeights): Groups' weights in their fair share (default 1).
+        paused (bool): While true, claims hand out nothing.
+        retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept
+            once acked (ms; 0: deleted on ack).
+        group_max_in_flight (int | None | Unset): Jobs of one named group processing at once at most, fleet-wide.
+        max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
+        rate_limit (None | RateLimitView | Unset):
+    """
+
+    group_weights: SettingsViewGroupWeights
+    paused: bool
+    retain_ms: int
+    group_max_in_flight: int | None | Unset = UNSET
+    max_in_flight: int | None | Unset = UNSET
+    rate_limit: None | RateLimitView | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.rate_limit_view import RateLimitView  # noqa: PLC0415
+
+        group_weights = self.group_weights.to_dict()
+
+        paused = self.paused
+
+        retain_ms = self.retain_ms
+
+        group_max_in_flight: int | None | Unset
+        if isinstance(self.group_max_in_flight, Unset):
+            group_max_in_flight = UNSET
+        else:
+            group_max_in_flight = self.group_max_in_flight
+
+        max_in_flight: int | None | Unset
+        if isinstance(self.max_in_flight, Unset):
+            max_in_flight = UNSET
+        else:
+            max_in_flight = self.max_in_flight
+
+        rate_limit: dict[str, Any] | None | Unset
+        if isinstance(self.rate_limit, Unset):
+            rate_limit = UNSET
+        elif isinstance(self.rate_limit, RateLimitView):
+            rate_limit = self.rate_limit.to_dict()
+        else:
+            rate_limit = self.rate_limit
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "group_weights": group_weights,
+                "paused": paused,
+                "retain_ms": retain_ms,
+            }
+        )
+        if group_max_in_flight is not UNSET:
+            field_dict["group_max_in_flight"] = group_max_in_flight
+        if max_in_flight is not UNSET:
+            field_dict["max_in_flight"] = max_in_flight
+        if rate_limit is not UNSET:
+            field_dict["rate_limit"] = rate_limit
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.rate_limit_view import RateLimitView  # noqa: PLC0415
+        from ..models.settings_view_group_weights import SettingsViewGroupWeights  # noqa: PLC0415
+
+        d = dict(src_dict)
+        group_weights = SettingsViewGroupWeights.from_dict(d.pop("group_weights"))
+
+        paused = d.pop("paused")
+
+        retain_ms = d.pop("retain_ms")
+
+        def _parse_group_max_in_flight(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight", UNSET))
+
+        def _parse_max_in_flight(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_in_flight = _parse_max_in_flight(d.pop("max_in_flight", UNSET))
+
+        def _parse_rate_limit(data: object) -> None | RateLimitView | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_limit_type_0 = RateLimitView.from_dict(data)
+
+                return rate_limit_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateLimitView | Unset, data)
+
+        rate_limit = _parse_rate_limit(d.pop("rate_limit", UNSET))
+
+        settings_view = cls(
+            group_weights=group_weights,
+            paused=paused,
+            retain_ms=retain_ms,
+            group_max_in_flight=group_max_in_flight,
+            max_in_flight=max_in_flight,
+            rate_limit=rate_limit,
+        )
+
+        settings_view.additional_properties = d
+        return settings_view
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
