@@ -17,14 +17,9 @@ python_hand_written=(
 
 python_package="$prioq_root/clients/python"
 
-# Exact versions of the generator and of all it imports: ruff formats the
-# generated files and Jinja renders them, so another version of either could
-# write other bytes.
-python_generator_pins=(
-  openapi-python-client==0.29.1
-  ruff==0.17.6
-  annotated-doc==0.0.7
-  annotated-types==0.8.0
+# Exact versions of httpx and attrs, with what they import: the generated
+# client runs on them, and so does the generator.
+python_http_pins=(
   anyio==4.16.0
   attrs==26.1.0
   certifi==2026.10.19.post1
@@ -32,6 +27,18 @@ python_generator_pins=(
   httpcore==1.0.9
   httpx==0.28.1
   idna==3.20
+  typing-extensions==4.16.0
+)
+
+# Exact versions of the generator and of all it imports: ruff formats the
+# generated files and Jinja renders them, so another version of either could
+# write other bytes.
+python_generator_pins=(
+  openapi-python-client==0.29.1
+  ruff==0.17.6
+  "${python_http_pins[@]}"
+  annotated-doc==0.0.7
+  annotated-types==0.8.0
   jinja2==3.1.6
   markdown-it-py==4.3.0
   markupsafe==3.0.4
@@ -43,24 +50,15 @@ python_generator_pins=(
   ruamel.yaml==0.19.1
   shellingham==1.5.4
   typer==0.27.3
-  typing-extensions==4.16.0
   typing-inspection==0.4.5
 )
 
-# Exact versions of the client's dependencies (httpx, attrs and theirs) in
-# .prioq/venv-clients, and of the build backend its pyproject.toml names
-# (poetry-core): the client then installs with no build isolation, so with
-# nothing left to chance and no download.
+# The client's dependencies in .prioq/venv-clients, and the build backend
+# its pyproject.toml names (poetry-core): the client then installs with no
+# build isolation, so with nothing left to chance and no download.
 python_client_pins=(
-  anyio==4.16.0
-  attrs==26.1.0
-  certifi==2026.10.19.post1
-  h11==0.16.0
-  httpcore==1.0.9
-  httpx==0.28.1
-  idna==3.20
+  "${python_http_pins[@]}"
   poetry-core==2.5.0
-  typing-extensions==4.16.0
 )
 
 # Makes the virtual environment $1 (with Python 3.11 or later: the
