@@ -7,6 +7,7 @@
 -- Answers one status per ack, the claims' after these: 'OK', 'LEASE_LOST'
 -- (the token is not the job's current lease) or 'NOT_FOUND' (no such
 -- job).
+-- Errors: none; every outcome is in the reply.
 
 -- Reads the section that starts at `at` into `acks` (id, token, result
 -- triples). Answers where the next section starts.

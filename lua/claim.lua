@@ -14,7 +14,7 @@
 -- asked were handed out: '' (none waiting, or all handed out), 'paused',
 -- 'max_in_flight' or 'rate_limit', and the ms until the next rate limit
 -- token (0 when not rate limited).
---   limit token (0 when not rate limited)}
+-- Errors: none; every outcome is in the reply.
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
 -- is a floor job: n crosses a multiple of 1/floor, so the share is exact.

@@ -10,6 +10,7 @@
 -- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it: the request wrote nothing
 -- and has no jobs.
+-- Errors: none; every outcome is in the reply.
 local PER_JOB = 7
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
