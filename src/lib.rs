@@ -11,7 +11,9 @@
 //!   dashboard at `/ui`, static files from `ui/` that call the `/v1` API
 //!   from the browser.
 //! - [`queue`]: the queue's semantics over Redis, one method per operation
-//!   on [`queue::Broker`], each one call of a Redis function. [`queue::library`]
+//!   on [`queue::Broker`], each one call of a Redis function; the job
+//!   operations are in the module itself, the others in the module of
+//!   their subject. [`queue::library`]
 //!   puts `lua/` together as a versioned Redis Functions library and loads
 //!   it where it is missing; `lane` sends the concurrent enqueues, claims
 //!   and acks of a queue together (group commit), and `batches` turns them
@@ -19,8 +21,10 @@
 //!   answers;
 //!   [`queue::keys`] names every key, [`queue::record`] is a job's stored
 //!   form, `job` the decoded job; `error` what can go wrong; `paging` the
-//!   pages of dead jobs and groups; `settings` a queue's settings;
-//!   `schedules` cron patterns, fire times and the schedules' operations;
+//!   pages of dead jobs and groups and their reads; `settings` a queue's
+//!   settings, read and changed; `stats` a queue's counts; `sweep` one
+//!   sweep of a queue; `schedules` cron patterns, fire times and the
+//!   schedules' operations;
 //!   `backend` holds the shared connections to one Redis or a cluster;
 //!   `wake` carries long-poll and job-end wake-ups between instances.
 //! - [`sweeper`]: the task every instance runs to take back expired leases,

@@ -14,6 +14,8 @@ mod paging;
 pub mod record;
 mod schedules;
 mod settings;
+mod stats;
+mod sweep;
 pub(crate) mod wake;
 
 use std::collections::{HashMap, HashSet};
@@ -40,8 +42,9 @@ use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
 pub use paging::{DeadPage, GroupPage, GroupStats, PageCursor};
 pub use schedules::{Cron, CronError, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
-use settings::RawSettings;
 pub use settings::{RateLimit, Settings, SettingsChange};
+pub use stats::{ClassStats, QueueStats};
+pub use sweep::{SweepCursors, Swept};
 use wake::Waiters;
 
 /// How long a waiting claim sleeps at most before it looks again on its
@@ -128,74 +131,6 @@ impl AckOutcome {
             other => Err(QueueError::Unknown(anyhow::anyhow!(
                 "unexpected ack status {other:?}"
             ))),
-        }
-    }
-}
-
-/// A queue's depth by state, and per priority class.
-#[derive(Debug, Clone, Default)]
-pub struct QueueStats {
-    pub pending: u64,
-    pub scheduled: u64,
-    pub processing: u64,
-    pub expired_leases: u64,
-    pub dead: u64,
-    pub classes: Vec<ClassStats>,
-    /// Named groups with jobs waiting or processing.
-    pub groups: u64,
-    pub paused: bool,
-    /// Jobs acked and kept until their retention ends.
-    pub completed: u64,
-}
-
-/// One priority class of a queue's pending jobs.
-#[derive(Debug, Clone, Copy)]
-pub struct ClassStats {
-    pub priority: u8,
-    pub pending: u64,
-    pub oldest_age_ms: u64,
-}
-
-/// The stats function's reply: counts by state, then
-/// `(priority, pending, oldest age ms)` per class, named groups, paused,
-/// completed.
-type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8, u64);
-
-/// What one sweep of a queue did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Expired leases taken back.
-    pub reclaimed: u64,
-    /// Of those, jobs whose attempts were used up: dead-lettered.
-    pub dead: u64,
-    /// Due scheduled jobs made pending.
-    pub promoted: u64,
-    /// Completed jobs whose retention ended, deleted.
-    pub purged: u64,
-    /// Where the next sweep goes on looking at the queue's tags and groups.
-    pub cursors: SweepCursors,
-    /// Redis's time of the sweep.
-    pub now_ms: i64,
-    /// The queue's schedules that are due, for [`Broker::fire`].
-    pub due: Vec<DueSchedule>,
-}
-
-/// The sweep function's reply.
-type RawSwept = (u64, u64, u64, String, String, u64, i64, Vec<String>);
-
-/// Where a sweep of a queue's finish tags and groups starts: where the
-/// last one stopped, or the start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SweepCursors {
-    pub tags: String,
-    pub groups: String,
-}
-
-impl Default for SweepCursors {
-    fn default() -> Self {
-        Self {
-            tags: "0".into(),
-            groups: "0".into(),
         }
     }
 }
@@ -586,73 +521,6 @@ impl Broker {
         self.call(&cmd).await
     }
 
-    /// One page of the DLQ, most recently dead first. `cursor` is a previous
-    /// page's `next_cursor`; `None` when it is not one.
-    pub async fn dead_jobs(
-        &self,
-        queue: &str,
-        limit: u32,
-        cursor: Option<&PageCursor>,
-    ) -> Result<DeadPage> {
-        let mut cmd = LIBRARY.call(Function::DeadJobs, &self.lanes(queue).keys);
-        cmd.arg(limit);
-        match cursor {
-            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
-            None => cmd.arg("").arg(""),
-        };
-        let (total, mut jobs): (u64, Vec<Job>) = self.call(&cmd).await?;
-        let more = jobs.len() > limit as usize;
-        jobs.truncate(limit as usize);
-        let next_cursor = jobs.last().filter(|_| more).and_then(|job| {
-            Some(
-                PageCursor {
-                    score: job.dead_at_ms?,
-                    member: job.id.clone(),
-                }
-                .to_string(),
-            )
-        });
-        Ok(DeadPage {
-            jobs,
-            next_cursor,
-            total,
-        })
-    }
-
-    /// A queue's counts; a queue never used has zeros.
-    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let cmd = LIBRARY.call(Function::Stats, &self.lanes(queue).keys);
-        let (
-            pending,
-            scheduled,
-            processing,
-            expired_leases,
-            dead,
-            classes,
-            groups,
-            paused,
-            completed,
-        ): RawStats = self.call(&cmd).await?;
-        Ok(QueueStats {
-            pending,
-            scheduled,
-            processing,
-            expired_leases,
-            dead,
-            classes: classes
-                .into_iter()
-                .map(|(priority, pending, oldest_age_ms)| ClassStats {
-                    priority,
-                    pending,
-                    oldest_age_ms,
-                })
-                .collect(),
-            groups,
-            paused: paused == 1,
-            completed,
-        })
-    }
-
     /// Puts the queue in the registry before its first job exists, so the
     /// sweeper always knows it; once per queue and instance.
     async fn register(&self, queue: &str) -> Result<()> {
@@ -698,108 +566,6 @@ impl Broker {
         }
         queues.sort_unstable();
         Ok(queues)
-    }
-
-    /// Takes back up to `batch` expired leases, promotes up to `batch` due
-    /// scheduled jobs, and tidies up to `batch` finish tags and groups
-    /// from `cursors` on, in one call.
-    pub async fn sweep(&self, queue: &str, batch: u32, cursors: &SweepCursors) -> Result<Swept> {
-        let lanes = self.lanes(queue);
-        let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
-        cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
-        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due): RawSwept =
-            self.call(&cmd).await?;
-        lanes.counters.leases_expired.increment(reclaimed);
-        lanes.counters.dead_lettered.increment(dead);
-        let due = due
-            .chunks(3)
-            .map(|item| match item {
-                [name, due_ms, spec] => Ok(DueSchedule {
-                    name: name.clone(),
-                    due_ms: due_ms
-                        .parse::<f64>()
-                        .map(|ms| ms as i64)
-                        .map_err(|e| QueueError::Unknown(e.into()))?,
-                    spec: spec.clone(),
-                }),
-                _ => Err(QueueError::Unknown(anyhow::anyhow!(
-                    "the sweep function listed a schedule short"
-                ))),
-            })
-            .collect::<Result<_>>()?;
-        Ok(Swept {
-            reclaimed,
-            dead,
-            promoted,
-            purged,
-            cursors: SweepCursors { tags, groups },
-            now_ms,
-            due,
-        })
-    }
-
-    /// The queue's settings; defaults for a queue never configured.
-    pub async fn settings(&self, queue: &str) -> Result<Settings> {
-        let cmd = LIBRARY.call(Function::Settings, &self.lanes(queue).keys);
-        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
-    }
-
-    /// Changes the queue's settings at once on every instance, and wakes
-    /// the claims waiting on it; answers the settings after the change.
-    pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
-        self.register(queue).await?;
-        let mut cmd = LIBRARY.call(Function::Configure, &self.lanes(queue).keys);
-        let fields = change.fields();
-        cmd.arg(fields.len());
-        for (field, value) in &fields {
-            cmd.arg(*field).arg(value);
-        }
-        cmd.arg(if change.clear_weights { "1" } else { "0" })
-            .arg(change.group_weights.len());
-        for (group, weight) in &change.group_weights {
-            cmd.arg(group)
-                .arg(weight.map(|w| w.to_string()).unwrap_or_default());
-        }
-        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
-    }
-
-    /// One page of the queue's named groups with jobs waiting or
-    /// processing, most waiting first. `cursor` is a previous page's
-    /// `next_cursor`.
-    pub async fn groups(
-        &self,
-        queue: &str,
-        limit: u32,
-        cursor: Option<&PageCursor>,
-    ) -> Result<GroupPage> {
-        let mut cmd = LIBRARY.call(Function::Groups, &self.lanes(queue).keys);
-        cmd.arg(limit);
-        match cursor {
-            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
-            None => cmd.arg("").arg(""),
-        };
-        let (_, mut groups): (u64, Vec<(String, u64, u64, u32)>) = self.call(&cmd).await?;
-        let more = groups.len() > limit as usize;
-        groups.truncate(limit as usize);
-        let next_cursor = groups.last().filter(|_| more).map(|last| {
-            PageCursor {
-                score: i64::try_from(last.1).unwrap_or(i64::MAX),
-                member: last.0.clone(),
-            }
-            .to_string()
-        });
-        Ok(GroupPage {
-            groups: groups
-                .into_iter()
-                .map(|(group, pending, processing, weight)| GroupStats {
-                    group,
-                    pending,
-                    processing,
-                    weight,
-                })
-                .collect(),
-            next_cursor,
-        })
     }
 
     /// Whether Redis runs functions that may write, within a second at

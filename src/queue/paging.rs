@@ -1,7 +1,8 @@
 //! Pages of the lists prioq answers in pages: dead jobs and named groups,
 //! and the cursor where a page starts.
 
-use super::Job;
+use super::library::{Function, LIBRARY};
+use super::{Broker, Job, Result};
 
 /// One page of a queue's named groups.
 #[derive(Debug)]
@@ -46,11 +47,85 @@ impl std::fmt::Display for PageCursor {
 impl std::str::FromStr for PageCursor {
     type Err = ();
 
-    fn from_str(s: &str) -> Result<Self, ()> {
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
         let (score, member) = s.split_once('.').ok_or(())?;
         Ok(Self {
             score: score.parse().map_err(|_| ())?,
             member: member.to_owned(),
+        })
+    }
+}
+
+impl Broker {
+    /// One page of the DLQ, most recently dead first. `cursor` is a previous
+    /// page's `next_cursor`; `None` when it is not one.
+    pub async fn dead_jobs(
+        &self,
+        queue: &str,
+        limit: u32,
+        cursor: Option<&PageCursor>,
+    ) -> Result<DeadPage> {
+        let mut cmd = LIBRARY.call(Function::DeadJobs, &self.lanes(queue).keys);
+        cmd.arg(limit);
+        match cursor {
+            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
+            None => cmd.arg("").arg(""),
+        };
+        let (total, mut jobs): (u64, Vec<Job>) = self.call(&cmd).await?;
+        let more = jobs.len() > limit as usize;
+        jobs.truncate(limit as usize);
+        let next_cursor = jobs.last().filter(|_| more).and_then(|job| {
+            Some(
+                PageCursor {
+                    score: job.dead_at_ms?,
+                    member: job.id.clone(),
+                }
+                .to_string(),
+            )
+        });
+        Ok(DeadPage {
+            jobs,
+            next_cursor,
+            total,
+        })
+    }
+
+    /// One page of the queue's named groups with jobs waiting or
+    /// processing, most waiting first. `cursor` is a previous page's
+    /// `next_cursor`.
+    pub async fn groups(
+        &self,
+        queue: &str,
+        limit: u32,
+        cursor: Option<&PageCursor>,
+    ) -> Result<GroupPage> {
+        let mut cmd = LIBRARY.call(Function::Groups, &self.lanes(queue).keys);
+        cmd.arg(limit);
+        match cursor {
+            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
+            None => cmd.arg("").arg(""),
+        };
+        let (_, mut groups): (u64, Vec<(String, u64, u64, u32)>) = self.call(&cmd).await?;
+        let more = groups.len() > limit as usize;
+        groups.truncate(limit as usize);
+        let next_cursor = groups.last().filter(|_| more).map(|last| {
+            PageCursor {
+                score: i64::try_from(last.1).unwrap_or(i64::MAX),
+                member: last.0.clone(),
+            }
+            .to_string()
+        });
+        Ok(GroupPage {
+            groups: groups
+                .into_iter()
+                .map(|(group, pending, processing, weight)| GroupStats {
+                    group,
+                    pending,
+                    processing,
+                    weight,
+                })
+                .collect(),
+            next_cursor,
         })
     }
 }

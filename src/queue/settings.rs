@@ -4,6 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use super::library::{Function, LIBRARY};
+use super::{Broker, Result};
+
 /// How a queue hands out its jobs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
@@ -77,10 +80,10 @@ impl SettingsChange {
 
 /// The functions' reply: the settings hash and the weights hash, each as
 /// field, value pairs.
-pub(crate) type RawSettings = (Vec<(String, String)>, Vec<(String, u32)>);
+type RawSettings = (Vec<(String, String)>, Vec<(String, u32)>);
 
 impl Settings {
-    pub(crate) fn from_raw((fields, weights): RawSettings) -> Self {
+    fn from_raw((fields, weights): RawSettings) -> Self {
         let fields: BTreeMap<String, String> = fields.into_iter().collect();
         let number = |name: &str| fields.get(name).and_then(|v| v.parse::<u64>().ok());
         let rate_limit = match (
@@ -98,6 +101,33 @@ impl Settings {
             group_max_in_flight: number("group_max_in_flight"),
             retain_ms: number("retain_ms").unwrap_or(0),
         }
+    }
+}
+
+impl Broker {
+    /// The queue's settings; defaults for a queue never configured.
+    pub async fn settings(&self, queue: &str) -> Result<Settings> {
+        let cmd = LIBRARY.call(Function::Settings, &self.lanes(queue).keys);
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// Changes the queue's settings at once on every instance, and wakes
+    /// the claims waiting on it; answers the settings after the change.
+    pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
+        self.register(queue).await?;
+        let mut cmd = LIBRARY.call(Function::Configure, &self.lanes(queue).keys);
+        let fields = change.fields();
+        cmd.arg(fields.len());
+        for (field, value) in &fields {
+            cmd.arg(*field).arg(value);
+        }
+        cmd.arg(if change.clear_weights { "1" } else { "0" })
+            .arg(change.group_weights.len());
+        for (group, weight) in &change.group_weights {
+            cmd.arg(group)
+                .arg(weight.map(|w| w.to_string()).unwrap_or_default());
+        }
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
     }
 }
 

@@ -1,0 +1,86 @@
+//! One sweep of a queue (the `sweep` function): expired leases taken back,
+//! due jobs promoted, retention ended, finish tags and groups tidied, and
+//! the due schedules listed. The sweeper (`crate::sweeper`) runs it on
+//! every queue, on every instance.
+
+use super::library::{Function, LIBRARY};
+use super::{Broker, DueSchedule, QueueError, Result};
+
+/// What one sweep of a queue did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Expired leases taken back.
+    pub reclaimed: u64,
+    /// Of those, jobs whose attempts were used up: dead-lettered.
+    pub dead: u64,
+    /// Due scheduled jobs made pending.
+    pub promoted: u64,
+    /// Completed jobs whose retention ended, deleted.
+    pub purged: u64,
+    /// Where the next sweep goes on looking at the queue's tags and groups.
+    pub cursors: SweepCursors,
+    /// Redis's time of the sweep.
+    pub now_ms: i64,
+    /// The queue's schedules that are due, for [`Broker::fire`].
+    pub due: Vec<DueSchedule>,
+}
+
+/// The sweep function's reply.
+type RawSwept = (u64, u64, u64, String, String, u64, i64, Vec<String>);
+
+/// Where a sweep of a queue's finish tags and groups starts: where the
+/// last one stopped, or the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepCursors {
+    pub tags: String,
+    pub groups: String,
+}
+
+impl Default for SweepCursors {
+    fn default() -> Self {
+        Self {
+            tags: "0".into(),
+            groups: "0".into(),
+        }
+    }
+}
+
+impl Broker {
+    /// Takes back up to `batch` expired leases, promotes up to `batch` due
+    /// scheduled jobs, and tidies up to `batch` finish tags and groups
+    /// from `cursors` on, in one call.
+    pub async fn sweep(&self, queue: &str, batch: u32, cursors: &SweepCursors) -> Result<Swept> {
+        let lanes = self.lanes(queue);
+        let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
+        cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
+        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due): RawSwept =
+            self.call(&cmd).await?;
+        lanes.counters.leases_expired.increment(reclaimed);
+        lanes.counters.dead_lettered.increment(dead);
+        let due = due
+            .chunks(3)
+            .map(|item| match item {
+                [name, due_ms, spec] => Ok(DueSchedule {
+                    name: name.clone(),
+                    due_ms: due_ms
+                        .parse::<f64>()
+                        .map(|ms| ms as i64)
+                        .map_err(|e| QueueError::Unknown(e.into()))?,
+                    spec: spec.clone(),
+                }),
+                _ => Err(QueueError::Unknown(anyhow::anyhow!(
+                    "the sweep function listed a schedule short"
+                ))),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Swept {
+            reclaimed,
+            dead,
+            promoted,
+            purged,
+            cursors: SweepCursors { tags, groups },
+            now_ms,
+            due,
+        })
+    }
+}
