@@ -1,6 +1,8 @@
 //! Pages of the lists prioq answers in pages: dead jobs and named groups,
 //! and the cursor where a page starts.
 
+use redis::FromRedisValue;
+
 use super::library::{Function, LIBRARY};
 use super::{Broker, Job, Result};
 
@@ -65,23 +67,13 @@ impl Broker {
         limit: u32,
         cursor: Option<&PageCursor>,
     ) -> Result<DeadPage> {
-        let mut cmd = LIBRARY.call(Function::DeadJobs, &self.lanes(queue).keys);
-        cmd.arg(limit);
-        match cursor {
-            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
-            None => cmd.arg("").arg(""),
-        };
-        let (total, mut jobs): (u64, Vec<Job>) = self.call(&cmd).await?;
-        let more = jobs.len() > limit as usize;
-        jobs.truncate(limit as usize);
-        let next_cursor = jobs.last().filter(|_| more).and_then(|job| {
-            Some(
-                PageCursor {
-                    score: job.dead_at_ms?,
-                    member: job.id.clone(),
-                }
-                .to_string(),
-            )
+        let (total, mut jobs): (u64, Vec<Job>) =
+            self.page(Function::DeadJobs, queue, limit, cursor).await?;
+        let next_cursor = cut(&mut jobs, limit, |job| {
+            Some(PageCursor {
+                score: job.dead_at_ms?,
+                member: job.id.clone(),
+            })
         });
         Ok(DeadPage {
             jobs,
@@ -99,21 +91,13 @@ impl Broker {
         limit: u32,
         cursor: Option<&PageCursor>,
     ) -> Result<GroupPage> {
-        let mut cmd = LIBRARY.call(Function::Groups, &self.lanes(queue).keys);
-        cmd.arg(limit);
-        match cursor {
-            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
-            None => cmd.arg("").arg(""),
-        };
-        let (_, mut groups): (u64, Vec<(String, u64, u64, u32)>) = self.call(&cmd).await?;
-        let more = groups.len() > limit as usize;
-        groups.truncate(limit as usize);
-        let next_cursor = groups.last().filter(|_| more).map(|last| {
-            PageCursor {
+        let (_, mut groups): (u64, Vec<(String, u64, u64, u32)>) =
+            self.page(Function::Groups, queue, limit, cursor).await?;
+        let next_cursor = cut(&mut groups, limit, |last| {
+            Some(PageCursor {
                 score: i64::try_from(last.1).unwrap_or(i64::MAX),
                 member: last.0.clone(),
-            }
-            .to_string()
+            })
         });
         Ok(GroupPage {
             groups: groups
@@ -128,4 +112,38 @@ impl Broker {
             next_cursor,
         })
     }
+
+    /// Calls a paging function for up to `limit` + 1 items from `cursor`
+    /// on (the extra one only tells that another page exists).
+    async fn page<T: FromRedisValue>(
+        &self,
+        function: Function,
+        queue: &str,
+        limit: u32,
+        cursor: Option<&PageCursor>,
+    ) -> Result<T> {
+        let mut cmd = LIBRARY.call(function, &self.lanes(queue).keys);
+        cmd.arg(limit);
+        match cursor {
+            Some(cursor) => cmd.arg(cursor.score).arg(&cursor.member),
+            None => cmd.arg("").arg(""),
+        };
+        self.call(&cmd).await
+    }
+}
+
+/// Cuts a page's items to `limit`; answers the cursor of the next page,
+/// the last item's, when there were more.
+fn cut<T>(
+    items: &mut Vec<T>,
+    limit: u32,
+    cursor_of: impl Fn(&T) -> Option<PageCursor>,
+) -> Option<String> {
+    let more = items.len() > limit as usize;
+    items.truncate(limit as usize);
+    items
+        .last()
+        .filter(|_| more)
+        .and_then(cursor_of)
+        .map(|cursor| cursor.to_string())
 }
