@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use redis;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +14,6 @@ use crate::http::{self, AppContext, AppState};
 use crate::queue::{Broker, BrokerConfig, RedisPool, RedisSettings, wake};
 use crate::sweeper;
 
-/// A built, not yet running, prioq.
 /// How to reach Redis, from the configuration.
 pub fn redis_settings(config: &Config) -> RedisSettings {
     RedisSettings {
@@ -26,6 +24,7 @@ pub fn redis_settings(config: &Config) -> RedisSettings {
     }
 }
 
+/// A built, not yet running, prioq.
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,

@@ -4,7 +4,7 @@
 //! filtered by `RUST_LOG` (default `info`). Metrics: counters, gauges and
 //! the HTTP histogram go through the `metrics` facade into one Prometheus
 //! recorder per process, under the names here; `/metrics` renders them
-//! with the queue gauges read from Redis at scrape time (`http::metrics`).
+//! with the queue gauges read from Redis at scrape time (`http::exposition`).
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;

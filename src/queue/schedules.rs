@@ -230,7 +230,8 @@ impl Broker {
                 return Ok((schedule, created == 1));
             }
         }
-        Err(QueueError::Unknown(anyhow::anyhow!(
+        // Every try was refused whole: nothing changed.
+        Err(QueueError::Unavailable(anyhow::anyhow!(
             "schedule {name} kept firing while it was being replaced"
         )))
     }

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

@@ -30,10 +30,9 @@ use crate::endpoints::ms_of;
 use crate::guide::claim_in_process_and_kill_answer;
 use crate::ops::within;
 use crate::proxy::Nginx;
-use crate::support::Service;
 use crate::support::{
-    RedisServer, TempDir, function_calls, redis, redis_connection, script_calls, spawn_app_with,
-    test_config, unique_prefix, until, until_script_calls_exceed,
+    RedisServer, Service, TempDir, function_calls, redis, redis_connection, script_calls,
+    spawn_app_with, test_config, unique_prefix, until, until_script_calls_exceed,
 };
 
 // ---------------------------------------------------------------------------
