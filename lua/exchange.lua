@@ -10,13 +10,15 @@
 --   groups, completed, results, progress
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
---   million of jobs handed out, ARGV[5] lease token prefix, then the acks'
---   section, the enqueues' and the claims'.
+--   million of jobs handed out, ARGV[5] lease token prefix, ARGV[6] the
+--   number of shards the caller routed for, ARGV[7] the arrival number of
+--   the first job enqueued, in a sharded queue ('' otherwise), then the
+--   acks' section, the enqueues' and the claims'.
 -- Returns: {now, the acks' answers (the claims' acks after the others),
 --   the enqueues' answers, the claims' answers, why the claims got fewer
 --   jobs than asked, ms until the next rate limit token}; each part's
 --   answers one request after the other in one flat list.
--- Errors: none; every outcome is in the reply.
+-- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 redis.register_function('exchange_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
@@ -24,16 +26,19 @@ redis.register_function('exchange_' .. VERSION, function(keys, argv)
     results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
   }
   local acks = {}
-  local at = read_acks(argv, 6, acks)
+  local at = read_acks(argv, 8, acks)
   local enqueues
   enqueues, at = read_enqueues(argv, at)
   local claims = read_claims(argv, at, acks)
 
   local c = context(q, enqueues.fields)
+  check_shards(c, argv[6])
+  c.arrival = tonumber(argv[7])
   local now = now_ms()
   local statuses = ack_all(c, acks, 1, #acks, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
+  c.arrival = nil
   if #claims > 0 then
     promote_due(c, now, tonumber(argv[3]))
     limited, wait_ms = claim_all(c, argv, claims, now, tonumber(argv[4]), argv[5], claimed)

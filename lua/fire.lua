@@ -6,39 +6,58 @@
 -- instances racing for a fire time exactly one enqueues the job and moves
 -- the schedule on; the others change nothing. The job's id,
 -- `<name>:<fire time>`, makes a repeat of a fire time add nothing either.
+-- In a sharded queue the job's shard is another slot: the fire is then
+-- recorded as owed, with the schedule's definition, and the caller makes
+-- the job in its shard with `pay`, then clears the debt; a sweeper pays
+-- debts left behind.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules:due, schedules:runs
+--   groups, completed, results, progress, schedules:due, schedules:runs,
+--   schedules:owed
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
 --   name, ARGV[4] its fire time seen due (ms), ARGV[5] the fire time to
---   run (ms), ARGV[6] the one after it ('' for none), then an enqueues
---   section of one request of one job (see the enqueue part).
+--   run (ms), ARGV[6] the one after it ('' for none), ARGV[7] the number
+--   of shards the caller routed for, ARGV[8] the schedule's definition
+--   (recorded with a debt), then an enqueues section of one request of
+--   one job (see the enqueue part).
 -- Returns: {'STALE'} when the schedule's next fire time is no longer
---   ARGV[4] (fired elsewhere, changed, paused or deleted); else the
---   enqueue's answer: 'OK' and 1 for a job created or the view of the one
---   already known, or 'SEQUENCE_EXHAUSTED' with the schedule left due.
--- Errors: none; every outcome is in the reply.
+--   ARGV[4] (fired elsewhere, changed, paused or deleted); {'OWED'} in a
+--   sharded queue; else the enqueue's answer: 'OK' and 1 for a job
+--   created or the view of the one already known, or
+--   'SEQUENCE_EXHAUSTED' with the schedule left due.
+-- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
+
+-- Moves a schedule on past the fire time ARGV[5].
+local function move_on(q, name, argv)
+  if argv[6] == '' then
+    redis.call('ZREM', q.due, name)
+  else
+    redis.call('ZADD', q.due, argv[6], name)
+  end
+  redis.call('HSET', q.runs, name, argv[5])
+end
+
 redis.register_function('fire_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
     leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], due = keys[13], runs = keys[14],
+    results = keys[11], progress = keys[12], due = keys[13], runs = keys[14], owed = keys[15],
     wake = argv[1], group_prefix = argv[2],
   }
   local name = argv[3]
   if tonumber(redis.call('ZSCORE', q.due, name)) ~= tonumber(argv[4]) then return {'STALE'} end
-  local enqueues = read_enqueues(argv, 7)
+  local enqueues = read_enqueues(argv, 9)
   local c = context(q, enqueues.fields)
+  check_shards(c, argv[7])
+  local now = now_ms()
+  if tonumber(argv[7]) > 1 then
+    redis.call('HSET', q.owed, enqueues.ids[1], ms(now) .. ':' .. argv[8])
+    move_on(q, name, argv)
+    return {'OWED'}
+  end
   c.schedule = name
   local answer = {}
-  enqueue_all(c, argv, enqueues, now_ms(), answer)
-  if answer[1] == 'OK' then
-    if argv[6] == '' then
-      redis.call('ZREM', q.due, name)
-    else
-      redis.call('ZADD', q.due, argv[6], name)
-    end
-    redis.call('HSET', q.runs, name, argv[5])
-  end
+  enqueue_all(c, argv, enqueues, now, answer)
+  if answer[1] == 'OK' then move_on(q, name, argv) end
   settle(c)
   return answer
 end)

@@ -26,6 +26,11 @@
 --   schedules:due  zset  name -> the schedule's next fire time (ms), for
 --                     schedules not paused
 --   schedules:runs hash  name -> its last fire time that made a job (ms)
+--   schedules:owed hash  in the home of a sharded queue: job id -> "<ms
+--                     owed since>:<schedule definition>" of each fire whose
+--                     job is still to be made in its shard (see `fire`)
+--   schedules:paid zset  in a shard: job id -> when a fire's job was made
+--                     there, kept a day, so a debt is never paid twice
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -48,6 +53,11 @@
 --                       ending need not look there when it is empty
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
+--                     shards: the number of shards the queue is split over
+--                       (absent: 1), in every shard; -k while a change
+--                       from k is under way (see `reshard`)
+--                     arrivals: in the home of a sharded queue, jobs
+--                       enqueued so far: their arrival numbers
 --   weights    hash   group -> weight (groups weighing 1 are left out)
 --   groups     zset   group -> its jobs waiting, for every named group with
 --                     jobs waiting or processing
@@ -255,21 +265,28 @@ local function context(q, more)
   more = more or NONE
   local values = redis.call(
     'HMGET', q.meta, 'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight',
-    'max_weight', 'retain_ms', 'floor', 'i:', 'progress', 'w', unpack(more)
+    'max_weight', 'retain_ms', 'floor', 'i:', 'progress', 'w', 'shards', unpack(more)
   )
-  local meta = {floor = values[8], ['i:'] = values[9], progress = values[10], w = values[11]}
+  local meta = {floor = values[8], ['i:'] = values[9], progress = values[10], w = values[11], shards = values[12]}
   for i, field in ipairs(more) do
-    meta[field] = values[11 + i]
+    meta[field] = values[12 + i]
+  end
+  -- A shard of a queue split over k enforces its share of the caps and
+  -- of the rate limit (frozen shards, mid-change, hold -k).
+  local k = math.abs(tonumber(values[12]) or 1)
+  local function share(value)
+    value = tonumber(value)
+    return value and math.ceil(value / k)
   end
   return {
     q = q,
     meta = meta,
     dirty = {},
     paused = values[1] == '1',
-    max_in_flight = tonumber(values[2]),
-    rate = tonumber(values[3]),
-    burst = tonumber(values[4]),
-    group_cap = tonumber(values[5]),
+    max_in_flight = share(values[2]),
+    rate = tonumber(values[3]) and tonumber(values[3]) / k,
+    burst = share(values[4]),
+    group_cap = share(values[5]),
     step = tonumber(values[6]) or 1,
     retain = tonumber(values[7]) or 0,
     -- Made when first needed: the weights read, and the changes to each
@@ -279,7 +296,18 @@ local function context(q, more)
     -- Jobs that ended, and when, for those waiting on them.
     ended = nil,
     ended_at = nil,
+    -- The arrival number of the next job without a group entering
+    -- pending, in a sharded queue's enqueue (see `take_tags`).
+    arrival = nil,
   }
+end
+
+-- Refuses a call routed for a queue split over `expected` shards when the
+-- queue's `shards` setting (in this shard's `meta`) says otherwise, or is
+-- being changed: the caller reads it again and routes anew. Before any
+-- write.
+local function check_shards(c, expected)
+  if (tonumber(c.meta.shards) or 1) ~= tonumber(expected) then fail('SHARDS_CHANGED') end
 end
 
 -- Reads fields of `meta` the call does not know yet, in one HMGET.
@@ -401,6 +429,13 @@ local function take_tags(c, prios, groups, restarted)
     local field = fields.tag .. group
     local tag = taken[field]
     if tag == nil then tag = math.max(number(c, fields.vtime), number(c, field)) end
+    -- In a sharded queue the jobs without a group are tagged no earlier
+    -- than their arrival number, taken from one counter in the queue's
+    -- home: tags compare across shards, so claims keep arrival order.
+    if group == '' and c.arrival then
+      tag = math.max(tag, c.arrival * c.step)
+      c.arrival = c.arrival + 1
+    end
     local finish = tag + (group == '' and c.step or c.step / weight(c, group))
     if finish >= SPAN then
       restarted = restarted or {}
@@ -832,7 +867,7 @@ end
 
 -- The settings in `meta`, as field, value pairs of those set.
 local function settings_of(meta)
-  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight', 'retain_ms'}
+  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight', 'retain_ms', 'shards'}
   local out = {}
   for i, value in ipairs(redis.call('HMGET', meta, unpack(fields))) do
     if value then

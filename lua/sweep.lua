@@ -7,21 +7,28 @@
 -- tags at or behind their class's virtual time are dropped (they tag a
 -- group's next job no differently), and a group below its cap gets back
 -- the heads it lacks (after the cap was raised); and lists up to `batch`
--- schedules that are due, for the caller to fire (see `fire`). Safe to
--- run from every instance at once: a lease is taken back exactly once.
+-- schedules that are due, for the caller to fire (see `fire`), and the
+-- fires of a sharded queue owed for longer than ARGV[6] ms, for the
+-- caller to pay (see `pay`). Safe to run from every instance at once: a
+-- lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules, schedules:due
+--   groups, completed, results, progress, schedules, schedules:due,
+--   schedules:owed
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
---   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over)
+--   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
+--   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
 -- Returns: {leases taken back, of which dead-lettered, jobs promoted,
 --   next tags cursor, next groups cursor, completed jobs deleted, now,
---   the due schedules: name, fire time due and definition each}
+--   the due schedules: name, fire time due and definition each, the
+--   shards the queue is split over as this shard records it, the fires
+--   owed: job id and schedule definition each}
 -- Errors: none; every outcome is in the reply.
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
   local q = {
     pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
     leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
     results = keys[11], progress = keys[12], schedules = keys[13], due = keys[14],
+    owed = keys[15],
     wake = argv[1], group_prefix = argv[2],
   }
   local c = context(q)
@@ -61,6 +68,14 @@ redis.register_function('sweep_' .. VERSION, function(keys, argv)
     due[#due + 1] = names[i + 1]
     due[#due + 1] = redis.call('HGET', q.schedules, names[i]) or ''
   end
+  local owed, debts = {}, redis.call('HGETALL', q.owed)
+  for i = 1, #debts, 2 do
+    local since, spec = string.match(debts[i + 1], '^(%d+):(.*)$')
+    if tonumber(since) <= now - tonumber(argv[6]) then
+      owed[#owed + 1] = debts[i]
+      owed[#owed + 1] = spec
+    end
+  end
   settle(c)
-  return {taken, buried, promoted, tags[1], groups[1], #purged, now, due}
+  return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed}
 end)

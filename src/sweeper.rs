@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::queue::{Broker, Fired, Result, SweepCursors};
+use crate::queue::{Broker, Fired, Result, SweepCursors, Swept};
 
 /// Leases one call takes back, due jobs it promotes, completed jobs it
 /// deletes and due schedules it lists, at most.
@@ -51,56 +51,83 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
     }
 }
 
-/// One pass over every known queue: one call per queue, more while a call
-/// comes back with a full batch. `cursors` holds where each queue's look at
-/// its tags and groups goes on.
+/// One pass over every shard of every known queue: one call per shard,
+/// more while a call comes back with a full batch. `cursors` holds where
+/// each shard's look at its tags and groups goes on.
 pub async fn sweep(
     broker: &Broker,
     shutdown: &CancellationToken,
-    cursors: &mut HashMap<String, SweepCursors>,
+    cursors: &mut HashMap<(String, u32), SweepCursors>,
 ) -> Result<()> {
     let queues = broker.queues().await?;
-    cursors.retain(|queue, _| queues.binary_search(queue).is_ok());
+    cursors.retain(|(queue, _), _| queues.binary_search(queue).is_ok());
     for queue in queues {
-        for _ in 0..MAX_BATCHES {
-            if shutdown.is_cancelled() {
-                return Ok(());
-            }
-            let from = cursors.get(&queue).cloned().unwrap_or_default();
-            let swept = broker.sweep(&queue, BATCH, &from).await?;
-            cursors.insert(queue.clone(), swept.cursors.clone());
-            if swept.reclaimed > 0 {
-                tracing::info!(
-                    queue,
-                    reclaimed = swept.reclaimed,
-                    dead = swept.dead,
-                    "took back expired leases"
-                );
-            }
-            for due in &swept.due {
-                match broker.fire(&queue, due, swept.now_ms).await {
-                    Ok(Fired::Enqueued { job_id }) => {
-                        tracing::info!(queue, schedule = due.name, job = job_id, "fired");
-                    }
-                    Ok(Fired::Stale) => {}
-                    // The schedule stays due: the next sweep tries again.
-                    Err(error) => tracing::warn!(
+        let mut shards = broker.shards(&queue).await?;
+        let mut shard = 0;
+        while shard < shards {
+            for _ in 0..MAX_BATCHES {
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
+                let at = (queue.clone(), shard);
+                let from = cursors.get(&at).cloned().unwrap_or_default();
+                let swept = broker.sweep(&queue, shard, BATCH, &from).await?;
+                cursors.insert(at, swept.cursors.clone());
+                // The home says how many shards there are now.
+                if shard == 0 && swept.shards != shards {
+                    shards = broker.reread_shards(&queue).await?;
+                }
+                if swept.reclaimed > 0 {
+                    tracing::info!(
                         queue,
-                        schedule = due.name,
-                        error = %error,
-                        "could not fire the schedule"
-                    ),
+                        shard,
+                        reclaimed = swept.reclaimed,
+                        dead = swept.dead,
+                        "took back expired leases"
+                    );
+                }
+                fire(broker, &queue, &swept).await;
+                let full = u64::from(BATCH);
+                if swept.reclaimed < full
+                    && swept.promoted < full
+                    && swept.purged < full
+                    && swept.due.len() < BATCH as usize
+                {
+                    break;
                 }
             }
-            let full = u64::from(BATCH);
-            if swept.reclaimed < full
-                && swept.promoted < full
-                && swept.purged < full
-                && swept.due.len() < BATCH as usize
-            {
-                break;
-            }
+            shard += 1;
         }
     }
     Ok(())
+}
+
+/// Fires the schedules a sweep found due, and pays the fires it found
+/// owed. A failure leaves them due or owed: the next sweep tries again.
+async fn fire(broker: &Broker, queue: &str, swept: &Swept) {
+    for due in &swept.due {
+        match broker.fire(queue, due, swept.now_ms).await {
+            Ok(Fired::Enqueued { job_id }) => {
+                tracing::info!(queue, schedule = due.name, job = job_id, "fired");
+            }
+            Ok(Fired::Stale) => {}
+            Err(error) => tracing::warn!(
+                queue,
+                schedule = due.name,
+                error = %error,
+                "could not fire the schedule"
+            ),
+        }
+    }
+    for debt in &swept.owed {
+        match broker.pay(queue, debt).await {
+            Ok(()) => tracing::info!(queue, job = debt.job_id, "paid a fire left owed"),
+            Err(error) => tracing::warn!(
+                queue,
+                job = debt.job_id,
+                error = %error,
+                "could not pay a fire left owed"
+            ),
+        }
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use prioq::queue::keys::{Key, QueueKeys};
 use prioq::queue::library::LIBRARY;
 use prioq::queue::{
-    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, exchange_answers,
+    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, Route, exchange_answers,
     exchange_command, record,
 };
 use redis::{self, Value, aio::MultiplexedConnection};
@@ -59,7 +59,7 @@ impl Calls {
     /// Adds one exchange call carrying `entries`, as prioq would send them.
     fn push(&mut self, keys: &QueueKeys, entries: Vec<Exchange>) {
         self.pipe
-            .add_command(exchange_command(keys, FLOOR_PPM, &entries));
+            .add_command(exchange_command(keys, FLOOR_PPM, Route::SINGLE, &entries));
         self.entries.push(entries);
     }
 

@@ -96,6 +96,10 @@ impl From<QueueError> for ApiError {
             QueueError::NotFound => Self::NotFound("no such job".into()),
             QueueError::LeaseLost => Self::LeaseLost,
             QueueError::Conflict => Self::Conflict("the job's state does not allow this".into()),
+            QueueError::NotEmpty => Self::Conflict(
+                "the queue holds jobs: its number of shards can change only while it holds none"
+                    .into(),
+            ),
             QueueError::SequenceExhausted => Self::BackendUnavailable {
                 detail: "the priority class has used up its arrival tags until it is drained; the request had no effect",
                 source: anyhow::anyhow!("arrival tags exhausted"),
@@ -107,6 +111,10 @@ impl From<QueueError> for ApiError {
                 };
                 Self::validation(field, reason)
             }
+            QueueError::ShardsChanged => Self::BackendUnavailable {
+                detail: "the queue's number of shards is being changed; the request had no effect, retry it",
+                source: anyhow::anyhow!("shards changed under the request"),
+            },
             QueueError::Unavailable(source) => Self::BackendUnavailable {
                 detail: "Redis cannot be reached; the request had no effect",
                 source,

@@ -81,8 +81,9 @@ const WITH_BODY: [(&str, &str, &str); 3] = [
     ),
 ];
 
-/// Those of operations on one job, by operation id.
-const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
+/// Those of operations on one job (and the settings change refused on a
+/// queue holding jobs), by operation id.
+const ON_A_JOB: [(&str, &str, &str, &[&str]); 4] = [
     (
         "404",
         "not_found",
@@ -112,6 +113,12 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 3] = [
         "conflict",
         "The job's state does not allow this (it is processing, or not dead)",
         &["delete_job", "requeue", "delete_dead"],
+    ),
+    (
+        "409",
+        "conflict",
+        "The queue holds jobs: its number of shards can change only while it holds none",
+        &["change_settings"],
     ),
 ];
 

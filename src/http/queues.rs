@@ -21,7 +21,7 @@ pub fn router() -> Router<AppState> {
 
 /// One queue's counts.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0}))]
+#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0, "shards": 1}))]
 pub struct QueueView {
     queue: String,
     pending: u64,
@@ -38,6 +38,9 @@ pub struct QueueView {
     paused: bool,
     /// Jobs acked and kept until their retention ends.
     completed: u64,
+    /// The number of Redis hash slots the queue's jobs are spread over
+    /// (its `shards` setting).
+    shards: u32,
 }
 
 /// One priority class of the pending jobs.
@@ -72,6 +75,7 @@ impl QueueView {
             groups: stats.groups,
             paused: stats.paused,
             completed: stats.completed,
+            shards: stats.shards,
         }
     }
 }

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ApiPath, JsonBody, Result};
 use super::params::{QueuePath, is_job_id};
+use crate::queue::keys::MAX_SHARDS;
 use crate::queue::{MAX_RETAIN_MS, RateLimit, Settings, SettingsChange};
 
 pub fn router() -> Router<AppState> {
@@ -31,10 +32,11 @@ const BURST: std::ops::RangeInclusive<u64> = 1..=1_000_000;
 const WEIGHT: std::ops::RangeInclusive<u32> = 1..=100;
 const MAX_WEIGHTS: usize = 10_000;
 const RETAIN_MS: std::ops::RangeInclusive<u64> = 0..=MAX_RETAIN_MS;
+const SHARDS: std::ops::RangeInclusive<u32> = 1..=MAX_SHARDS;
 
 /// How a queue hands out its jobs.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"paused": false, "max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5}, "group_max_in_flight": 10, "retain_ms": 86400000}))]
+#[schema(example = json!({"paused": false, "max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5}, "group_max_in_flight": 10, "retain_ms": 86400000, "shards": 1}))]
 pub struct SettingsView {
     /// While true, claims hand out nothing.
     paused: bool,
@@ -49,6 +51,8 @@ pub struct SettingsView {
     /// How long jobs enqueued without a `retain_ms` of their own are kept
     /// once acked (ms; 0: deleted on ack).
     retain_ms: u64,
+    /// The number of Redis hash slots the queue's jobs are spread over.
+    shards: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -68,6 +72,7 @@ impl From<Settings> for SettingsView {
             group_weights: settings.group_weights,
             group_max_in_flight: settings.group_max_in_flight,
             retain_ms: settings.retain_ms,
+            shards: settings.shards,
         }
     }
 }
@@ -100,6 +105,11 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u64>, minimum = 0, maximum = 2_592_000_000_u64)]
     retain_ms: Option<Option<u64>>,
+    /// 1 to 64; `null` resets it to 1. Changes only while the queue holds
+    /// no job in any state, else 409 and nothing changes.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 64)]
+    shards: Option<Option<u32>>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -158,6 +168,8 @@ impl SettingsPatch {
                 &RETAIN_MS,
                 "must be 0 to 2592000000",
             )?,
+            shards: check_range("shards", self.shards, &SHARDS, "must be 1 to 64")?
+                .map(|shards| shards.unwrap_or(1)),
             ..SettingsChange::default()
         };
         match self.rate_limit {
@@ -236,7 +248,8 @@ pub async fn settings(
 /// or `application/json`: fields left out stay, `null` resets a field to
 /// its default. Every instance applies the change to its next claim. An
 /// unknown field or a value out of range answers 422 naming it, and
-/// nothing changes.
+/// nothing changes. `shards` changes only while the queue holds no job in
+/// any state; otherwise 409 `conflict`, and nothing changes.
 #[utoipa::path(
     patch, path = "/v1/queues/{queue}/settings", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),

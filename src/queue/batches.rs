@@ -56,7 +56,7 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
 }
 
 /// One request's claim: its acks first, then up to `max_jobs` jobs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClaimEntry {
     pub lease_ms: u64,
     pub max_jobs: u32,
@@ -110,6 +110,11 @@ pub(crate) struct ExchangeBatch {
     /// Share of handed-out jobs taken from the least urgent class, in
     /// parts per million.
     pub(crate) floor_ppm: u64,
+    /// The number of shards of the queue this lane was routed for.
+    pub(crate) shards: u32,
+    /// In a sharded queue, the home's `meta`, whose `arrivals` counter
+    /// numbers the jobs enqueued (see `take_tags` in the library).
+    pub(crate) arrivals: Option<String>,
 }
 
 /// The function's reply: Redis's time; every ack's status, the claims'
@@ -160,15 +165,65 @@ impl Batch for ExchangeBatch {
     }
 
     async fn call(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
-        let cmd = exchange_command(&self.keys, self.floor_ppm, entries);
+        let route = Route {
+            shards: self.shards,
+            arrival: self.take_arrivals(entries).await?,
+        };
+        let cmd = exchange_command(&self.keys, self.floor_ppm, route, entries);
         exchange_answers(entries, self.redis.query(&cmd).await?)
     }
+}
+
+impl ExchangeBatch {
+    /// In a sharded queue, reserves arrival numbers for the jobs `entries`
+    /// enqueue from the home's counter: answers the first.
+    async fn take_arrivals(&self, entries: &[Exchange]) -> Result<Option<u64>> {
+        let Some(meta) = &self.arrivals else {
+            return Ok(None);
+        };
+        let jobs: usize = entries
+            .iter()
+            .map(|entry| match entry {
+                Exchange::Enqueue(jobs) => jobs.len(),
+                _ => 0,
+            })
+            .sum();
+        if jobs == 0 {
+            return Ok(None);
+        }
+        let mut cmd = redis::cmd("HINCRBY");
+        cmd.arg(meta).arg("arrivals").arg(jobs);
+        let last: u64 = self.redis.query(&cmd).await?;
+        Ok(Some(last - jobs as u64 + 1))
+    }
+}
+
+/// Where an `exchange` call goes: the number of shards its queue was
+/// routed for, and the arrival number of its first enqueued job in a
+/// sharded queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub shards: u32,
+    pub arrival: Option<u64>,
+}
+
+impl Route {
+    /// An unsharded queue's.
+    pub const SINGLE: Self = Self {
+        shards: 1,
+        arrival: None,
+    };
 }
 
 /// One call of the `exchange` function carrying `entries`: their acks
 /// first, then their enqueues, then their claims (each with its own acks),
 /// with the bulk floor's share `floor_ppm` in parts per million.
-pub fn exchange_command(keys: &QueueKeys, floor_ppm: u64, entries: &[Exchange]) -> Cmd {
+pub fn exchange_command(
+    keys: &QueueKeys,
+    floor_ppm: u64,
+    route: Route,
+    entries: &[Exchange],
+) -> Cmd {
     let mut acks = Vec::new();
     let mut enqueues = Vec::new();
     let mut claims = Vec::new();
@@ -180,7 +235,11 @@ pub fn exchange_command(keys: &QueueKeys, floor_ppm: u64, entries: &[Exchange]) 
         }
     }
     let mut cmd = LIBRARY.call(Function::Exchange, keys);
-    cmd.arg(CLAIM_PROMOTE_BATCH).arg(floor_ppm).arg(new_id());
+    cmd.arg(CLAIM_PROMOTE_BATCH)
+        .arg(floor_ppm)
+        .arg(new_id())
+        .arg(route.shards)
+        .arg(route.arrival.map(|n| n.to_string()).unwrap_or_default());
     cmd.arg(acks.len());
     for ack in acks {
         push_ack(&mut cmd, ack);

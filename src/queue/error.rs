@@ -14,6 +14,9 @@ pub enum QueueError {
     LeaseLost,
     #[error("the job's state does not allow this operation")]
     Conflict,
+    /// The queue holds jobs, so its number of shards cannot change.
+    #[error("the queue holds jobs")]
+    NotEmpty,
     /// A priority class used up its 2^44 tags while jobs wait in it:
     /// nothing was written.
     #[error("the priority class has used up its arrival tags; they restart once it is drained")]
@@ -22,6 +25,10 @@ pub enum QueueError {
     /// the field to fix.
     #[error("invalid setting `{0}`")]
     Invalid(String),
+    /// The queue's number of shards is not the one the call was routed
+    /// for (it changed, or is changing): nothing was written.
+    #[error("the queue's shards changed")]
+    ShardsChanged,
     /// Redis could not be reached: the operation did not run.
     #[error("Redis is unavailable")]
     Unavailable(#[source] anyhow::Error),
@@ -38,8 +45,10 @@ impl QueueError {
             Self::NotFound => Self::NotFound,
             Self::LeaseLost => Self::LeaseLost,
             Self::Conflict => Self::Conflict,
+            Self::NotEmpty => Self::NotEmpty,
             Self::SequenceExhausted => Self::SequenceExhausted,
             Self::Invalid(field) => Self::Invalid(field.clone()),
+            Self::ShardsChanged => Self::ShardsChanged,
             Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
             Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
         }
@@ -53,6 +62,7 @@ impl From<redis::RedisError> for QueueError {
             Some("LEASE_LOST") => Self::LeaseLost,
             Some("CONFLICT") => Self::Conflict,
             Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
+            Some("SHARDS_CHANGED") => Self::ShardsChanged,
             // Redis adds where the error was raised after the field.
             Some("INVALID") => Self::Invalid(
                 error

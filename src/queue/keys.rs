@@ -4,6 +4,13 @@
 //! them in one slot, so each function call touches one slot and queues
 //! spread over a Redis Cluster's shards. The registry of queue names is the
 //! one key outside any queue's slot, and no function touches it.
+//!
+//! A queue split over K shards (its `shards` setting) has a full set of
+//! keys per shard: shard 0, the queue's home, keeps `{q}`; shard s > 0 is
+//! `{q#n}`, n the first number at or after s whose slot falls in the s-th
+//! of K equal ranges of slots counted from the home's, so that K shards
+//! land on K different primaries of a cluster whose primaries hold equal
+//! ranges. A queue name cannot hold `#`, so no two queues share a key.
 
 /// One key of a queue; what each holds is in `lua/library.lua`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +30,12 @@ pub enum Key {
     Schedules,
     ScheduleDue,
     ScheduleRuns,
+    ScheduleOwed,
+    SchedulePaid,
 }
 
 impl Key {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 17] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -42,6 +51,8 @@ impl Key {
         Self::Schedules,
         Self::ScheduleDue,
         Self::ScheduleRuns,
+        Self::ScheduleOwed,
+        Self::SchedulePaid,
     ];
 
     /// The key's name after the queue's hash tag, as `lua/` headers list it.
@@ -62,6 +73,8 @@ impl Key {
             Self::Schedules => "schedules",
             Self::ScheduleDue => "schedules:due",
             Self::ScheduleRuns => "schedules:runs",
+            Self::ScheduleOwed => "schedules:owed",
+            Self::SchedulePaid => "schedules:paid",
         }
     }
 }
@@ -81,8 +94,18 @@ pub struct QueueKeys {
 }
 
 impl QueueKeys {
+    /// The keys of a queue's home, shard 0: all of an unsharded queue's.
     pub fn new(prefix: &str, queue: &str) -> Self {
-        let key = |name: &str| format!("{prefix}:{{{queue}}}:{name}");
+        Self::with_tag(prefix, queue)
+    }
+
+    /// The keys of shard `shard` of a queue split over `shards`.
+    pub fn shard(prefix: &str, queue: &str, shard: u32, shards: u32) -> Self {
+        Self::with_tag(prefix, &shard_tag(queue, shard, shards))
+    }
+
+    fn with_tag(prefix: &str, tag: &str) -> Self {
+        let key = |name: &str| format!("{prefix}:{{{tag}}}:{name}");
         Self {
             keys: Key::ALL.map(|k| key(k.name())),
             wake: key("wake"),
@@ -110,6 +133,40 @@ impl QueueKeys {
     pub fn group(&self, group: &str) -> String {
         format!("{}{group}", self.group_prefix)
     }
+}
+
+/// Shards a queue can be split over at most.
+pub const MAX_SHARDS: u32 = 64;
+
+/// Hash slots of a Redis Cluster.
+const SLOTS: u32 = 16_384;
+
+/// The cluster slot of a hash tag.
+fn slot(tag: &str) -> u32 {
+    u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS
+}
+
+/// The hash tag of shard `shard` of a queue split over `shards` (see the
+/// module's header).
+fn shard_tag(queue: &str, shard: u32, shards: u32) -> String {
+    if shard == 0 {
+        return queue.to_owned();
+    }
+    let range = |tag: &str| slot(tag) * shards / SLOTS;
+    let wanted = (range(queue) + shard) % shards;
+    (shard..shard.saturating_add(1_000_000))
+        .map(|n| format!("{queue}#{n}"))
+        .find(|tag| range(tag) == wanted)
+        .unwrap_or_else(|| format!("{queue}#{shard}"))
+}
+
+/// The shard, of `shards`, that job `id` lives in: a fixed hash of the id
+/// (XXH3, 64 bits), so the same id maps to the same shard everywhere.
+pub fn shard_of(id: &str, shards: u32) -> u32 {
+    if shards <= 1 {
+        return 0;
+    }
+    (xxhash_rust::xxh3::xxh3_64(id.as_bytes()) % u64::from(shards)) as u32
 }
 
 /// The set of every queue name that has ever had a job.
@@ -145,13 +202,14 @@ pub(crate) fn channel_patterns(prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// The queue a channel belongs to, and which of its channels it is.
+/// The queue a channel belongs to (whichever of its shards the channel
+/// is), and which of its channels it is.
 pub(crate) fn queue_of_channel<'a>(prefix: &str, channel: &'a str) -> Option<(&'a str, Channel)> {
     let rest = channel.strip_prefix(prefix)?.strip_prefix(":{")?;
     Channel::ALL.into_iter().find_map(|kind| {
         rest.strip_suffix(kind.name())?
             .strip_suffix("}:")
-            .map(|queue| (queue, kind))
+            .map(|tag| (tag.split_once('#').map_or(tag, |(queue, _)| queue), kind))
     })
 }
 
@@ -170,6 +228,51 @@ mod tests {
     }
 
     #[test]
+    fn shards_fall_in_distinct_slot_ranges_counted_from_the_home() {
+        for shards in [2, 3, 8, MAX_SHARDS] {
+            let ranges: Vec<u32> = (0..shards)
+                .map(|s| {
+                    let keys = QueueKeys::shard("p", "emails", s, shards);
+                    let meta = keys.key(Key::Meta);
+                    let tag = &meta[meta.find('{').unwrap() + 1..meta.find('}').unwrap()];
+                    slot(tag) * shards / SLOTS
+                })
+                .collect();
+            let mut distinct = ranges.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), shards as usize, "{ranges:?}");
+        }
+        assert_eq!(
+            QueueKeys::shard("p", "emails", 0, 3).key(Key::Meta),
+            "p:{emails}:meta"
+        );
+    }
+
+    #[test]
+    fn a_job_id_maps_to_one_shard_spread_evenly() {
+        // Fixed: XXH3 of the id's bytes, as the reference implementation
+        // computes it, modulo the shards.
+        assert_eq!(shard_of("invoice-7", 1), 0);
+        assert_eq!(
+            [
+                shard_of("invoice-7", 8),
+                shard_of("a", 3),
+                shard_of("b", 64)
+            ],
+            [6, 1, 63]
+        );
+        let mut counts = [0u32; 8];
+        for n in 0..8000 {
+            counts[shard_of(&format!("job-{n}"), 8) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|c| (900..=1100).contains(c)),
+            "{counts:?}"
+        );
+    }
+
+    #[test]
     fn channels_name_their_queue() {
         let keys = QueueKeys::new("p:x", "a.b-c");
         assert_eq!(
@@ -181,6 +284,11 @@ mod tests {
             Some(("a.b-c", Channel::Done))
         );
         assert_eq!(queue_of_channel("p:x", "p:x:{a}:pending"), None);
+        let shard = QueueKeys::shard("p:x", "a.b-c", 2, 3);
+        assert_eq!(
+            queue_of_channel("p:x", shard.wake_channel()),
+            Some(("a.b-c", Channel::Wake))
+        );
         assert_eq!(queue_of_channel("other", keys.wake_channel()), None);
     }
 }

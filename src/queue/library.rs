@@ -17,7 +17,7 @@ use super::keys::{Key, QueueKeys};
 
 /// The helpers first, then the parts of `exchange`, then one file per
 /// function.
-const FILES: [&str; 22] = [
+const FILES: [&str; 25] = [
     include_str!("../../lua/library.lua"),
     include_str!("../../lua/ack.lua"),
     include_str!("../../lua/enqueue.lua"),
@@ -40,6 +40,9 @@ const FILES: [&str; 22] = [
     include_str!("../../lua/schedules.lua"),
     include_str!("../../lua/put_schedule.lua"),
     include_str!("../../lua/delete_schedule.lua"),
+    include_str!("../../lua/pay.lua"),
+    include_str!("../../lua/heads.lua"),
+    include_str!("../../lua/reshard.lua"),
 ];
 
 /// A function of the library.
@@ -63,10 +66,13 @@ pub enum Function {
     Schedules,
     PutSchedule,
     DeleteSchedule,
+    Pay,
+    Heads,
+    Reshard,
 }
 
 impl Function {
-    const ALL: [Self; 18] = [
+    const ALL: [Self; 21] = [
         Self::Exchange,
         Self::Extend,
         Self::Nack,
@@ -85,6 +91,9 @@ impl Function {
         Self::Schedules,
         Self::PutSchedule,
         Self::DeleteSchedule,
+        Self::Pay,
+        Self::Heads,
+        Self::Reshard,
     ];
 
     fn stem(self) -> &'static str {
@@ -107,6 +116,9 @@ impl Function {
             Self::Schedules => "schedules",
             Self::PutSchedule => "put_schedule",
             Self::DeleteSchedule => "delete_schedule",
+            Self::Pay => "pay",
+            Self::Heads => "heads",
+            Self::Reshard => "reshard",
         }
     }
 
@@ -133,6 +145,7 @@ impl Function {
                 Progress,
                 Schedules,
                 ScheduleDue,
+                ScheduleOwed,
             ],
             Self::Fire => &[
                 Pending,
@@ -149,7 +162,25 @@ impl Function {
                 Progress,
                 ScheduleDue,
                 ScheduleRuns,
+                ScheduleOwed,
             ],
+            Self::Pay => &[
+                Pending,
+                Scheduled,
+                Processing,
+                Dead,
+                Jobs,
+                Leases,
+                Meta,
+                Weights,
+                Groups,
+                Completed,
+                Results,
+                Progress,
+                SchedulePaid,
+            ],
+            Self::Heads => &[Pending, Scheduled],
+            Self::Reshard => &[Meta, Jobs],
             Self::Schedules | Self::DeleteSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
             Self::PutSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
             Self::Job => &[
@@ -184,6 +215,7 @@ impl Function {
                 | Self::Groups
                 | Self::Settings
                 | Self::Schedules
+                | Self::Heads
         )
     }
 
@@ -197,7 +229,8 @@ impl Function {
             | Self::Sweep
             | Self::Requeue
             | Self::Delete
-            | Self::Fire => (true, true),
+            | Self::Fire
+            | Self::Pay => (true, true),
             Self::Configure => (true, false),
             Self::Extend
             | Self::Job
@@ -209,7 +242,9 @@ impl Function {
             | Self::Settings
             | Self::Schedules
             | Self::PutSchedule
-            | Self::DeleteSchedule => (false, false),
+            | Self::DeleteSchedule
+            | Self::Heads
+            | Self::Reshard => (false, false),
         }
     }
 }

@@ -19,9 +19,11 @@ mod sweep;
 pub(crate) mod wake;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures_util::future::{join_all, try_join_all};
 use metrics::Counter;
 use redis::{self, Cmd, FromRedisValue};
 use serde_json::value::RawValue;
@@ -32,16 +34,16 @@ use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
 use batches::ExchangeBatch;
 pub use batches::{
-    ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob, exchange_answers,
-    exchange_command,
+    ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob, Route,
+    exchange_answers, exchange_command,
 };
 pub use error::QueueError;
 pub use job::{Job, JobState, Lease};
-use keys::QueueKeys;
+use keys::{Key, QueueKeys};
 use lane::{Lane, LaneMetrics};
 use library::{Function, LIBRARY};
 pub use paging::{DeadPage, GroupPage, GroupStats, PageCursor};
-pub use schedules::{Cron, CronError, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
+pub use schedules::{Cron, CronError, Debt, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
 pub use settings::{RateLimit, Settings, SettingsChange};
 pub use stats::{ClassStats, QueueStats};
 pub use sweep::{SweepCursors, Swept};
@@ -52,6 +54,12 @@ use wake::Waiters;
 const RECHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Queues whose lanes this instance keeps before it drops the idle ones.
 const KEPT_LANES: usize = 1024;
+/// How often an operation routes again when the queue's shards changed
+/// under it, before it gives up.
+const REROUTES: usize = 3;
+/// How soon the number of shards is read again while a change of it is
+/// under way.
+const RESHARD_RECHECK: Duration = Duration::from_millis(10);
 
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
@@ -74,6 +82,49 @@ pub struct NewJob {
     /// How long it is kept once acked, in ms; `None` for the queue's
     /// `retain_ms`.
     pub retain_ms: Option<u64>,
+}
+
+impl NewJob {
+    /// The job on its way to Redis under `id`.
+    fn outgoing(&self, id: &str) -> OutgoingJob {
+        OutgoingJob {
+            id: id.to_owned(),
+            priority: self.priority,
+            delay_ms: self.delay_ms,
+            max_attempts: self.max_attempts,
+            group: self.group.clone(),
+            retain_ms: self.retain_ms,
+            body: record::body(&self.task, self.args.get()),
+        }
+    }
+
+    /// The job as it was created under `id` at `now` (ms).
+    fn into_job(self, id: String, now: i64) -> Job {
+        let delay = i64::try_from(self.delay_ms).unwrap_or(i64::MAX);
+        Job {
+            id,
+            task: self.task,
+            args: self.args,
+            priority: self.priority,
+            state: if delay > 0 {
+                JobState::Scheduled
+            } else {
+                JobState::Pending
+            },
+            attempts: 0,
+            max_attempts: self.max_attempts,
+            enqueued_at_ms: now,
+            run_at_ms: (delay > 0).then(|| now + delay),
+            lease: None,
+            last_error: None,
+            dead_at_ms: None,
+            completed_at_ms: None,
+            result: None,
+            progress: None,
+            group: self.group,
+            schedule: None,
+        }
+    }
 }
 
 /// The answer to one enqueued job.
@@ -202,13 +253,53 @@ impl QueueCounters {
     }
 }
 
-/// What this instance keeps per queue: key names, counters, and the lane
-/// of its enqueues, claims and acks.
+/// One shard of a queue: its key names and the lane of its enqueues,
+/// claims and acks.
+#[derive(Debug)]
+struct ShardLane {
+    keys: Arc<QueueKeys>,
+    lane: Arc<Lane<ExchangeBatch>>,
+}
+
+/// What this instance keeps per queue: its shards, as many as the queue's
+/// `shards` setting said when this instance last read it, and counters.
 #[derive(Debug)]
 struct QueueLanes {
-    keys: Arc<QueueKeys>,
-    counters: QueueCounters,
-    lane: Arc<Lane<ExchangeBatch>>,
+    shards: Vec<ShardLane>,
+    counters: Arc<QueueCounters>,
+    /// The shard the next enqueue of ids made here goes to, in turn.
+    turn: AtomicU32,
+}
+
+impl QueueLanes {
+    fn count(&self) -> u32 {
+        self.shards.len() as u32
+    }
+
+    /// Shard 0, the home: schedules and the master copy of the settings.
+    fn home(&self) -> &ShardLane {
+        &self.shards[0]
+    }
+
+    /// The shard job `id` lives in.
+    fn of(&self, id: &str) -> &ShardLane {
+        &self.shards[keys::shard_of(id, self.count()) as usize]
+    }
+
+    /// A fresh id for a job made here, in the shard whose turn it is.
+    fn new_id(&self) -> String {
+        let shards = self.count();
+        if shards == 1 {
+            return record::new_id();
+        }
+        let shard = self.turn.fetch_add(1, Ordering::Relaxed) % shards;
+        loop {
+            let id = record::new_id();
+            if keys::shard_of(&id, shards) == shard {
+                return id;
+            }
+        }
+    }
 }
 
 /// prioq's queues in one Redis.
@@ -237,94 +328,198 @@ impl Broker {
         Arc::clone(&self.waiters)
     }
 
-    fn lanes(&self, queue: &str) -> Arc<QueueLanes> {
-        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(lane) = lanes.get(queue) {
-            return Arc::clone(lane);
+    /// The queue's shards as this instance knows them; read from the
+    /// queue's home the first time.
+    async fn lanes(&self, queue: &str) -> Result<Arc<QueueLanes>> {
+        let known = self.known_lanes().get(queue).cloned();
+        match known {
+            Some(lanes) => Ok(lanes),
+            None => self.reroute(queue).await,
+        }
+    }
+
+    fn known_lanes(&self) -> MutexGuard<'_, HashMap<String, Arc<QueueLanes>>> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the queue's number of shards from its home again, and keeps
+    /// lanes for that many.
+    async fn reroute(&self, queue: &str) -> Result<Arc<QueueLanes>> {
+        let shards = self.read_shards(queue).await?;
+        let mut lanes = self.known_lanes();
+        if let Some(known) = lanes.get(queue).filter(|known| known.count() == shards) {
+            return Ok(Arc::clone(known));
         }
         if lanes.len() >= KEPT_LANES {
             // Held elsewhere only while a request or a call uses it.
             lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
         }
-        let keys = Arc::new(QueueKeys::new(&self.config.key_prefix, queue));
-        let labels = [("queue", queue.to_owned())];
-        let lane = Arc::new(QueueLanes {
-            counters: QueueCounters::new(queue),
-            lane: Arc::new(Lane::new(
-                ExchangeBatch {
-                    redis: Arc::clone(&self.redis),
-                    keys: Arc::clone(&keys),
-                    floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
-                },
-                self.config.redis_timeout,
-                LaneMetrics {
-                    waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
-                    calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
-                },
-            )),
-            keys,
-        });
-        lanes.insert(queue.to_owned(), Arc::clone(&lane));
-        lane
+        let counters = lanes.get(queue).map_or_else(
+            || Arc::new(QueueCounters::new(queue)),
+            |known| Arc::clone(&known.counters),
+        );
+        let made = Arc::new(self.make_lanes(queue, shards, counters));
+        lanes.insert(queue.to_owned(), Arc::clone(&made));
+        Ok(made)
+    }
+
+    fn make_lanes(&self, queue: &str, shards: u32, counters: Arc<QueueCounters>) -> QueueLanes {
+        let prefix = &self.config.key_prefix;
+        let arrivals =
+            (shards > 1).then(|| QueueKeys::new(prefix, queue).key(Key::Meta).to_owned());
+        let shard = |shard: u32| {
+            let keys = Arc::new(QueueKeys::shard(prefix, queue, shard, shards));
+            let labels = [("queue", queue.to_owned())];
+            ShardLane {
+                lane: Arc::new(Lane::new(
+                    ExchangeBatch {
+                        redis: Arc::clone(&self.redis),
+                        keys: Arc::clone(&keys),
+                        floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
+                        shards,
+                        arrivals: arrivals.clone(),
+                    },
+                    self.config.redis_timeout,
+                    LaneMetrics {
+                        waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
+                        calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
+                    },
+                )),
+                keys,
+            }
+        };
+        QueueLanes {
+            shards: (0..shards).map(shard).collect(),
+            counters,
+            turn: AtomicU32::new(0),
+        }
+    }
+
+    /// The queue's `shards` setting as its home has it; while a change is
+    /// under way (the home holds -k), waits for it to end, up to the Redis
+    /// timeout.
+    async fn read_shards(&self, queue: &str) -> Result<u32> {
+        let deadline = Instant::now() + self.config.redis_timeout;
+        loop {
+            match self.home_shards(queue).await? {
+                shards if shards >= 1 => {
+                    return Ok(u32::try_from(shards).unwrap_or(1).min(keys::MAX_SHARDS));
+                }
+                _ if Instant::now() < deadline => tokio::time::sleep(RESHARD_RECHECK).await,
+                _ => return Err(QueueError::ShardsChanged),
+            }
+        }
+    }
+
+    /// The `shards` field of the queue's home: 1 when absent, -k while a
+    /// change from k is under way.
+    async fn home_shards(&self, queue: &str) -> Result<i64> {
+        let keys = QueueKeys::new(&self.config.key_prefix, queue);
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(keys.key(Key::Meta)).arg("shards");
+        Ok(self.call::<Option<i64>>(&cmd).await?.unwrap_or(1))
+    }
+
+    /// Runs `operation` on the queue's shards as this instance knows them.
+    /// When they changed under it, or a job was not found where it was
+    /// looked for and the shards changed since, reads them again and runs
+    /// it anew (a refused call wrote nothing).
+    async fn routed<T, F, Fut>(&self, queue: &str, operation: F) -> Result<T>
+    where
+        F: Fn(Arc<QueueLanes>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut lanes = self.lanes(queue).await?;
+        for _ in 0..REROUTES {
+            match operation(Arc::clone(&lanes)).await {
+                Err(QueueError::ShardsChanged) => lanes = self.reroute(queue).await?,
+                Err(QueueError::NotFound) => {
+                    let fresh = self.reroute(queue).await?;
+                    if fresh.count() == lanes.count() {
+                        return Err(QueueError::NotFound);
+                    }
+                    lanes = fresh;
+                }
+                other => return other,
+            }
+        }
+        operation(lanes).await
+    }
+
+    /// The number of shards the queue is split over, as this instance
+    /// knows it.
+    pub async fn shards(&self, queue: &str) -> Result<u32> {
+        Ok(self.lanes(queue).await?.count())
+    }
+
+    /// The number of shards the queue is split over, read again from its
+    /// home.
+    pub async fn reread_shards(&self, queue: &str) -> Result<u32> {
+        Ok(self.reroute(queue).await?.count())
     }
 
     /// Adds jobs in order, each idempotent by its id.
     pub async fn enqueue(&self, queue: &str, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        let outgoing = jobs
-            .iter()
-            .map(|job| OutgoingJob {
-                id: job.id.clone().unwrap_or_else(record::new_id),
-                priority: job.priority,
-                delay_ms: job.delay_ms,
-                max_attempts: job.max_attempts,
-                group: job.group.clone(),
-                retain_ms: job.retain_ms,
-                body: record::body(&job.task, job.args.get()),
-            })
-            .collect::<Vec<_>>();
-        let ids: Vec<String> = outgoing.iter().map(|job| job.id.clone()).collect();
         self.register(queue).await?;
-        let lanes = self.lanes(queue);
-        let reply = lanes.lane.enqueue(outgoing).await?;
-        let now = reply.now_ms;
+        let mut lanes = self.lanes(queue).await?;
+        let ids: Vec<String> = jobs
+            .iter()
+            .map(|job| job.id.clone().unwrap_or_else(|| lanes.new_id()))
+            .collect();
+        let mut answers: Vec<Option<(i64, Option<Job>)>> = (0..jobs.len()).map(|_| None).collect();
+        let mut tries = 0;
+        loop {
+            let todo: Vec<usize> = (0..jobs.len()).filter(|i| answers[*i].is_none()).collect();
+            let outgoing = todo.iter().map(|i| jobs[*i].outgoing(&ids[*i])).collect();
+            let outcomes = scatter(
+                &lanes,
+                outgoing,
+                |job| &job.id,
+                |lane, part| async move {
+                    let reply = lane.enqueue(part).await?;
+                    Ok(reply
+                        .known
+                        .into_iter()
+                        .map(|known| (reply.now_ms, known))
+                        .collect())
+                },
+            )
+            .await;
+            let mut failure = None;
+            for (i, outcome) in todo.into_iter().zip(outcomes) {
+                match outcome {
+                    Ok(answer) => answers[i] = Some(answer),
+                    Err(error) => failure = Some(error),
+                }
+            }
+            match failure {
+                None => break,
+                Some(QueueError::ShardsChanged) if tries < REROUTES => {
+                    tries += 1;
+                    lanes = self.reroute(queue).await?;
+                }
+                // Some jobs went in: the request's effect is partial.
+                Some(error) if answers.iter().any(Option::is_some) => {
+                    return Err(QueueError::Unknown(anyhow::Error::new(error).context(
+                        "the jobs of some shards were enqueued, the others' failed",
+                    )));
+                }
+                Some(error) => return Err(error),
+            }
+        }
         let enqueued: Vec<Enqueued> = jobs
             .into_iter()
             .zip(ids)
-            .zip(reply.known)
-            .map(|((new, id), known)| match known {
+            .zip(answers.into_iter().flatten())
+            .map(|((new, id), (now, known))| match known {
                 Some(job) => Enqueued {
                     job,
                     created: false,
                 },
-                None => {
-                    let delay = i64::try_from(new.delay_ms).unwrap_or(i64::MAX);
-                    Enqueued {
-                        job: Job {
-                            id,
-                            task: new.task,
-                            args: new.args,
-                            priority: new.priority,
-                            state: if delay > 0 {
-                                JobState::Scheduled
-                            } else {
-                                JobState::Pending
-                            },
-                            attempts: 0,
-                            max_attempts: new.max_attempts,
-                            enqueued_at_ms: now,
-                            run_at_ms: (delay > 0).then(|| now + delay),
-                            lease: None,
-                            last_error: None,
-                            dead_at_ms: None,
-                            completed_at_ms: None,
-                            result: None,
-                            progress: None,
-                            group: new.group,
-                            schedule: None,
-                        },
-                        created: true,
-                    }
-                }
+                None => Enqueued {
+                    job: new.into_job(id, now),
+                    created: true,
+                },
             })
             .collect();
         let created = enqueued.iter().filter(|e| e.created).count();
@@ -342,7 +537,6 @@ impl Broker {
         mut options: ClaimOptions,
         shutdown: &CancellationToken,
     ) -> Result<Claimed> {
-        let lanes = self.lanes(queue);
         let mut acks = std::mem::take(&mut options.acks);
         let entry = |acks| ClaimEntry {
             lease_ms: options.lease_ms,
@@ -351,9 +545,7 @@ impl Broker {
             acks,
         };
         if options.wait.is_zero() {
-            let claimed = lanes.lane.claim(entry(acks)).await?;
-            count_claim(&lanes.counters, &claimed);
-            return Ok(claimed);
+            return self.claim_once(queue, entry(acks)).await;
         }
         let deadline = Instant::now() + options.wait;
         let signal = self.waiters.signal(queue);
@@ -364,7 +556,10 @@ impl Broker {
             let woken = signal.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let claimed = match lanes.lane.claim(entry(std::mem::take(&mut acks))).await {
+            let claimed = match self
+                .claim_once(queue, entry(std::mem::take(&mut acks)))
+                .await
+            {
                 Ok(claimed) => claimed,
                 // The acks went through on an earlier look: say so, with
                 // no jobs, rather than hide them behind the error.
@@ -379,7 +574,6 @@ impl Broker {
                     None => return Err(error),
                 },
             };
-            count_claim(&lanes.counters, &claimed);
             let acked_now = acked.get_or_insert(claimed.acked);
             if !claimed.jobs.is_empty() || Instant::now() >= deadline || shutdown.is_cancelled() {
                 return Ok(Claimed {
@@ -403,10 +597,168 @@ impl Broker {
         }
     }
 
+    /// One look for jobs: the acks, then up to `max_jobs` jobs, from the
+    /// queue's one shard in one call, or from a sharded queue's shards
+    /// that hold the most urgent ones (see `claim_shards`).
+    async fn claim_once(&self, queue: &str, entry: ClaimEntry) -> Result<Claimed> {
+        let entry = &entry;
+        let (lanes, claimed) = self
+            .routed(queue, |lanes| async move {
+                let claimed = if lanes.count() == 1 {
+                    lanes.home().lane.claim(entry.clone()).await?
+                } else {
+                    self.claim_shards(&lanes, entry).await?
+                };
+                Ok((lanes, claimed))
+            })
+            .await?;
+        count_claim(&lanes.counters, &claimed);
+        Ok(claimed)
+    }
+
+    /// A claim on a sharded queue. The acks go to their shards while the
+    /// first `max_jobs` scores of every shard's pending jobs are read, all
+    /// at once; then the shards holding the most urgent `max_jobs` of them
+    /// are asked for their share, at once; when they give fewer (a race,
+    /// a group at its cap, a due scheduled job elsewhere), the other
+    /// shards that offered jobs are asked in turn for the rest.
+    async fn claim_shards(&self, lanes: &QueueLanes, entry: &ClaimEntry) -> Result<Claimed> {
+        let want = entry.max_jobs as usize;
+        let (acked, heads) = tokio::join!(
+            self.ack_shards(lanes, entry.acks.clone()),
+            try_join_all(lanes.shards.iter().map(|shard| async move {
+                let mut cmd = LIBRARY.call(Function::Heads, &shard.keys);
+                cmd.arg(want);
+                self.call::<Vec<String>>(&cmd).await
+            }))
+        );
+        let acked = acked?;
+        let heads = heads?;
+        // (score, shard) of every job offered, most urgent first.
+        let mut offers: Vec<(f64, usize)> = heads
+            .iter()
+            .enumerate()
+            .flat_map(|(shard, head)| {
+                head.iter()
+                    .skip(1)
+                    .filter_map(move |score| Some((score.parse::<f64>().ok()?, shard)))
+            })
+            .collect();
+        offers.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut asks = vec![0u32; lanes.shards.len()];
+        for (_, shard) in offers.iter().take(want) {
+            asks[*shard] += 1;
+        }
+        let ask = |max_jobs| ClaimEntry {
+            lease_ms: entry.lease_ms,
+            max_jobs,
+            worker: entry.worker.clone(),
+            acks: Vec::new(),
+        };
+        let mut claimed = Claimed {
+            acked,
+            ..Claimed::default()
+        };
+        let mut failure = None;
+        let mut take =
+            |shard: usize, asked: u32, outcome: Result<Claimed>, claimed: &mut Claimed| {
+                match outcome {
+                    Ok(part) => {
+                        let short = part.jobs.len() < asked as usize;
+                        claimed.jobs.extend(part.jobs);
+                        claimed.held = claimed.held.or(part.held);
+                        !short
+                    }
+                    Err(error) => {
+                        tracing::debug!(shard, error = %error, "a shard's claim failed");
+                        failure.get_or_insert(error);
+                        false
+                    }
+                }
+            };
+        let first: Vec<usize> = (0..asks.len()).filter(|s| asks[*s] > 0).collect();
+        let outcomes = join_all(
+            first
+                .iter()
+                .map(|shard| lanes.shards[*shard].lane.claim(ask(asks[*shard]))),
+        )
+        .await;
+        let mut more: Vec<usize> = Vec::new();
+        for (shard, outcome) in first.iter().zip(outcomes) {
+            if take(*shard, asks[*shard], outcome, &mut claimed) {
+                more.push(*shard);
+            }
+        }
+        // The rest: shards whose offers were not all asked for (best
+        // first), those that gave all they were asked, those with a due
+        // scheduled job.
+        let mut rest: Vec<usize> = Vec::new();
+        for (_, shard) in &offers {
+            if asks[*shard] == 0 && !rest.contains(shard) {
+                rest.push(*shard);
+            }
+        }
+        rest.extend(more);
+        for (shard, head) in heads.iter().enumerate() {
+            let due = head.first().is_some_and(|due| due == "1");
+            if due && asks[shard] == 0 && !rest.contains(&shard) {
+                rest.push(shard);
+            }
+        }
+        for shard in rest {
+            let missing = want - claimed.jobs.len().min(want);
+            if missing == 0 {
+                break;
+            }
+            let outcome = lanes.shards[shard].lane.claim(ask(missing as u32)).await;
+            take(shard, missing as u32, outcome, &mut claimed);
+        }
+        match failure {
+            Some(error) if claimed.jobs.is_empty() => Err(error),
+            _ => Ok(claimed),
+        }
+    }
+
+    /// Acknowledges jobs in their shards, each shard's at once.
+    async fn ack_shards(&self, lanes: &QueueLanes, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        if lanes.count() == 1 {
+            return lanes.home().lane.ack(acks).await;
+        }
+        let outcomes = scatter(
+            lanes,
+            acks,
+            |ack| &ack.id,
+            |lane, part| async move { lane.ack(part).await },
+        )
+        .await;
+        let failed = outcomes.iter().any(Result::is_err);
+        let applied = outcomes.iter().any(Result::is_ok);
+        outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                Err(error) if failed && applied => Err(QueueError::Unknown(
+                    anyhow::Error::new(error)
+                        .context("the acks of some shards were applied, the others' failed"),
+                )),
+                other => other,
+            })
+            .collect()
+    }
+
     /// Acknowledges finished jobs, each on its own terms.
     pub async fn ack(&self, queue: &str, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
-        let lanes = self.lanes(queue);
-        let outcomes = lanes.lane.ack(acks).await?;
+        let acks = &acks;
+        let (lanes, outcomes) = self
+            // Acks go in `exchange` calls, which refuse a stale count of
+            // shards: a job not found is not in another shard.
+            .routed(queue, |lanes| async move {
+                let outcomes = self.ack_shards(&lanes, acks.clone()).await?;
+                Ok((lanes, outcomes))
+            })
+            .await?;
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
         lanes.counters.acked.increment(acked as u64);
         Ok(outcomes)
@@ -422,26 +774,33 @@ impl Broker {
         lease_ms: u64,
         progress: Option<&RawValue>,
     ) -> Result<Job> {
-        let mut cmd = LIBRARY.call(Function::Extend, &self.lanes(queue).keys);
-        cmd.arg(id)
-            .arg(token)
-            .arg(lease_ms)
-            .arg(progress.map_or("", RawValue::get));
-        self.call(&cmd).await
+        self.routed(queue, |lanes| async move {
+            let mut cmd = LIBRARY.call(Function::Extend, &lanes.of(id).keys);
+            cmd.arg(id)
+                .arg(token)
+                .arg(lease_ms)
+                .arg(progress.map_or("", RawValue::get));
+            self.call(&cmd).await
+        })
+        .await
     }
 
     /// Ends a lease without success.
     pub async fn nack(&self, queue: &str, id: &str, token: &str, nack: &Nack) -> Result<Job> {
-        let lanes = self.lanes(queue);
-        let mut cmd = LIBRARY.call(Function::Nack, &lanes.keys);
-        cmd.arg(id)
-            .arg(token)
-            .arg(nack.delay_ms)
-            .arg(if nack.dead { "1" } else { "0" })
-            .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
-            .arg(if nack.error.is_some() { "1" } else { "0" })
-            .arg(nack.error.as_deref().unwrap_or(""));
-        let job: Job = self.call(&cmd).await?;
+        let (lanes, job) = self
+            .routed(queue, |lanes| async move {
+                let mut cmd = LIBRARY.call(Function::Nack, &lanes.of(id).keys);
+                cmd.arg(id)
+                    .arg(token)
+                    .arg(nack.delay_ms)
+                    .arg(if nack.dead { "1" } else { "0" })
+                    .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
+                    .arg(if nack.error.is_some() { "1" } else { "0" })
+                    .arg(nack.error.as_deref().unwrap_or(""));
+                let job: Job = self.call(&cmd).await?;
+                Ok((lanes, job))
+            })
+            .await?;
         lanes.counters.nacked.increment(1);
         if job.state == JobState::Dead {
             lanes.counters.dead_lettered.increment(1);
@@ -451,10 +810,13 @@ impl Broker {
 
     /// One job in any state.
     pub async fn job(&self, queue: &str, id: &str) -> Result<Job> {
-        let mut cmd = LIBRARY.call(Function::Job, &self.lanes(queue).keys);
-        cmd.arg(id);
-        let job: Option<Job> = self.call(&cmd).await?;
-        job.ok_or(QueueError::NotFound)
+        self.routed(queue, |lanes| async move {
+            let mut cmd = LIBRARY.call(Function::Job, &lanes.of(id).keys);
+            cmd.arg(id);
+            let job: Option<Job> = self.call(&cmd).await?;
+            job.ok_or(QueueError::NotFound)
+        })
+        .await
     }
 
     /// One job, once it has ended (completed or dead), or as it is when
@@ -472,13 +834,16 @@ impl Broker {
         // Listen before looking, so an end in between still wakes us.
         let mut woken = Box::pin(signal.notified());
         woken.as_mut().enable();
-        let mut cmd = LIBRARY.call(Function::Watch, &self.lanes(queue).keys);
-        cmd.arg(id)
-            .arg(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         let mut job: Job = self
-            .call::<Option<Job>>(&cmd)
-            .await?
-            .ok_or(QueueError::NotFound)?;
+            .routed(queue, |lanes| async move {
+                let mut cmd = LIBRARY.call(Function::Watch, &lanes.of(id).keys);
+                cmd.arg(id).arg(wait_ms);
+                self.call::<Option<Job>>(&cmd)
+                    .await?
+                    .ok_or(QueueError::NotFound)
+            })
+            .await?;
         let _waiting = Waiting::start(telemetry::JOB_WAITS);
         loop {
             let ended = matches!(job.state, JobState::Completed | JobState::Dead);
@@ -508,17 +873,23 @@ impl Broker {
     }
 
     async fn delete_as(&self, queue: &str, id: &str, mode: &str) -> Result<()> {
-        let mut cmd = LIBRARY.call(Function::Delete, &self.lanes(queue).keys);
-        cmd.arg(id).arg(mode);
-        self.call::<i64>(&cmd).await.map(drop)
+        self.routed(queue, |lanes| async move {
+            let mut cmd = LIBRARY.call(Function::Delete, &lanes.of(id).keys);
+            cmd.arg(id).arg(mode);
+            self.call::<i64>(&cmd).await.map(drop)
+        })
+        .await
     }
 
     /// Returns a dead job to pending with its attempts reset.
     pub async fn requeue(&self, queue: &str, id: &str, priority: Option<u8>) -> Result<Job> {
-        let mut cmd = LIBRARY.call(Function::Requeue, &self.lanes(queue).keys);
-        cmd.arg(id)
-            .arg(priority.map(|p| p.to_string()).unwrap_or_default());
-        self.call(&cmd).await
+        self.routed(queue, |lanes| async move {
+            let mut cmd = LIBRARY.call(Function::Requeue, &lanes.of(id).keys);
+            cmd.arg(id)
+                .arg(priority.map(|p| p.to_string()).unwrap_or_default());
+            self.call(&cmd).await
+        })
+        .await
     }
 
     /// Puts the queue in the registry before its first job exists, so the
@@ -606,6 +977,63 @@ fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
     counters.claimed.increment(claimed.jobs.len() as u64);
     let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
     counters.acked.increment(acked.count() as u64);
+}
+
+/// Runs `items` in the shards their ids map to: each shard's part in one
+/// call, all parts at once. Answers each item's outcome, in order; an item
+/// whose shard's call failed has that call's error.
+async fn scatter<T, R, F, Fut>(
+    lanes: &QueueLanes,
+    items: Vec<T>,
+    id_of: impl Fn(&T) -> &str,
+    run: F,
+) -> Vec<Result<R>>
+where
+    F: Fn(Arc<Lane<ExchangeBatch>>, Vec<T>) -> Fut,
+    Fut: Future<Output = Result<Vec<R>>>,
+{
+    let count = items.len();
+    let mut parts: Vec<(Vec<usize>, Vec<T>)> =
+        lanes.shards.iter().map(|_| Default::default()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        let part = &mut parts[keys::shard_of(id_of(&item), lanes.count()) as usize];
+        part.0.push(i);
+        part.1.push(item);
+    }
+    let calls = parts
+        .into_iter()
+        .zip(&lanes.shards)
+        .filter(|((indexes, _), _)| !indexes.is_empty())
+        .map(|((indexes, part), shard)| {
+            let call = run(Arc::clone(&shard.lane), part);
+            async move { (indexes, call.await) }
+        });
+    let mut outcomes: Vec<Option<Result<R>>> = (0..count).map(|_| None).collect();
+    for (indexes, result) in join_all(calls).await {
+        match result {
+            Ok(answers) if answers.len() == indexes.len() => {
+                for (i, answer) in indexes.into_iter().zip(answers) {
+                    outcomes[i] = Some(Ok(answer));
+                }
+            }
+            Ok(_) => {
+                for i in indexes {
+                    outcomes[i] = Some(Err(QueueError::Unknown(anyhow::anyhow!(
+                        "a shard answered for another number of items"
+                    ))));
+                }
+            }
+            Err(error) => {
+                for i in indexes {
+                    outcomes[i] = Some(Err(error.duplicate()));
+                }
+            }
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|outcome| outcome.unwrap_or(Err(QueueError::NotFound)))
+        .collect()
 }
 
 /// Runs a Redis operation, giving up after `limit`: then its effect is

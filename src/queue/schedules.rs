@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::batches::{OutgoingJob, known_job, push_jobs};
+use super::keys::Key;
 use super::library::{Function, LIBRARY};
 use super::record::body;
 use super::{Broker, QueueError, Result};
@@ -134,6 +135,15 @@ pub enum Fired {
     Stale,
 }
 
+/// A fire of a sharded queue's schedule whose job is still to be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Debt {
+    /// `<schedule name>:<fire time>`.
+    pub job_id: String,
+    /// The schedule's definition when it fired.
+    pub spec: String,
+}
+
 /// Tries of a schedule's replacement racing its fires.
 const PUT_TRIES: usize = 5;
 
@@ -143,7 +153,7 @@ type RawSchedules = (i64, Vec<Value>);
 impl Broker {
     /// Redis's time and the queue's schedules (or only `name`), by name.
     async fn read_schedules(&self, queue: &str, name: &str) -> Result<(i64, Vec<Schedule>)> {
-        let mut cmd = LIBRARY.call(Function::Schedules, &self.lanes(queue).keys);
+        let mut cmd = LIBRARY.call(Function::Schedules, &self.lanes(queue).await?.home().keys);
         cmd.arg(name);
         let (now, items): RawSchedules = self.call(&cmd).await?;
         let mut schedules = Vec::with_capacity(items.len() / 4);
@@ -214,7 +224,8 @@ impl Broker {
             } else {
                 cron.next_after(now.max(last_run_ms.unwrap_or(now)))
             };
-            let mut cmd = LIBRARY.call(Function::PutSchedule, &self.lanes(queue).keys);
+            let mut cmd =
+                LIBRARY.call(Function::PutSchedule, &self.lanes(queue).await?.home().keys);
             cmd.arg(name)
                 .arg(&definition)
                 .arg(next_run_ms.map(|ms| ms.to_string()).unwrap_or_default())
@@ -238,7 +249,10 @@ impl Broker {
 
     /// Deletes a schedule; the jobs it made stay.
     pub async fn delete_schedule(&self, queue: &str, name: &str) -> Result<()> {
-        let mut cmd = LIBRARY.call(Function::DeleteSchedule, &self.lanes(queue).keys);
+        let mut cmd = LIBRARY.call(
+            Function::DeleteSchedule,
+            &self.lanes(queue).await?.home().keys,
+        );
         cmd.arg(name);
         match self.call::<i64>(&cmd).await? {
             1 => Ok(()),
@@ -249,7 +263,8 @@ impl Broker {
     /// Enqueues the job of a due schedule's fire time, unless another
     /// instance did first: the latest fire time not after `now_ms` (one
     /// job for all the times missed), and the schedule moves on to the
-    /// first one after it.
+    /// first one after it. In a sharded queue the fire is recorded as owed
+    /// in the home, then paid in the job's shard (see `pay`).
     pub async fn fire(&self, queue: &str, due: &DueSchedule, now_ms: i64) -> Result<Fired> {
         let spec: ScheduleSpec = serde_json::from_str(&due.spec).map_err(|_| malformed())?;
         let cron = Cron::parse(&spec.cron, &spec.timezone)
@@ -259,35 +274,103 @@ impl Broker {
             .unwrap_or(due.due_ms)
             .max(due.due_ms);
         let next_ms = cron.next_after(fire_ms.max(now_ms));
-        let job_id = job_id(&due.name, fire_ms);
-        let job = OutgoingJob {
-            id: job_id.clone(),
-            priority: spec.priority,
-            delay_ms: 0,
-            max_attempts: spec.max_attempts,
-            group: spec.group,
-            retain_ms: Some(spec.retain_ms),
-            body: body(&spec.task, spec.args.get()),
+        let job = spec.job(&job_id(&due.name, fire_ms));
+        let job = &job;
+        let fired = self
+            .routed(queue, |lanes| async move {
+                let mut cmd = LIBRARY.call(Function::Fire, &lanes.home().keys);
+                cmd.arg(&due.name)
+                    .arg(due.due_ms)
+                    .arg(fire_ms)
+                    .arg(next_ms.map(|ms| ms.to_string()).unwrap_or_default())
+                    .arg(lanes.count())
+                    .arg(&due.spec)
+                    .arg(1);
+                push_jobs(&mut cmd, std::slice::from_ref(job));
+                let answer: Vec<Value> = self.call(&cmd).await?;
+                // `None`: owed, its job still to be made.
+                let fired = match answer.as_slice() {
+                    [status] if is(status, "STALE") => Some(Fired::Stale),
+                    [status] if is(status, "OWED") => None,
+                    [status] if is(status, "SEQUENCE_EXHAUSTED") => {
+                        return Err(QueueError::SequenceExhausted);
+                    }
+                    [status, item] if is(status, "OK") => {
+                        if known_job(item.clone())?.is_none() {
+                            lanes.counters.enqueued.increment(1);
+                        }
+                        Some(Fired::Enqueued {
+                            job_id: job.id.clone(),
+                        })
+                    }
+                    _ => return Err(malformed()),
+                };
+                Ok(fired)
+            })
+            .await?;
+        if let Some(fired) = fired {
+            return Ok(fired);
+        }
+        let debt = Debt {
+            job_id: job.id.clone(),
+            spec: due.spec.clone(),
         };
-        let lanes = self.lanes(queue);
-        let mut cmd = LIBRARY.call(Function::Fire, &lanes.keys);
-        cmd.arg(&due.name)
-            .arg(due.due_ms)
-            .arg(fire_ms)
-            .arg(next_ms.map(|ms| ms.to_string()).unwrap_or_default())
-            .arg(1);
-        push_jobs(&mut cmd, std::slice::from_ref(&job));
-        let answer: Vec<Value> = self.call(&cmd).await?;
-        match answer.as_slice() {
-            [status] if is(status, "STALE") => Ok(Fired::Stale),
-            [status] if is(status, "SEQUENCE_EXHAUSTED") => Err(QueueError::SequenceExhausted),
-            [status, item] if is(status, "OK") => {
-                if known_job(item.clone())?.is_none() {
-                    lanes.counters.enqueued.increment(1);
+        // A debt left unpaid here is paid by a sweeper.
+        self.pay(queue, &debt).await?;
+        Ok(Fired::Enqueued {
+            job_id: debt.job_id,
+        })
+    }
+
+    /// Makes the job of a sharded queue's owed fire in the job's shard,
+    /// once, then clears the debt in the home.
+    pub async fn pay(&self, queue: &str, debt: &Debt) -> Result<()> {
+        let spec: ScheduleSpec = serde_json::from_str(&debt.spec).map_err(|_| malformed())?;
+        let name = debt
+            .job_id
+            .split_once(':')
+            .map_or(debt.job_id.as_str(), |(name, _)| name);
+        let job = spec.job(&debt.job_id);
+        let job = &job;
+        let lanes = self
+            .routed(queue, |lanes| async move {
+                let mut cmd = LIBRARY.call(Function::Pay, &lanes.of(&job.id).keys);
+                cmd.arg(name).arg(lanes.count()).arg(1);
+                push_jobs(&mut cmd, std::slice::from_ref(job));
+                let answer: Vec<Value> = self.call(&cmd).await?;
+                match answer.as_slice() {
+                    [status] if is(status, "PAID") => {}
+                    [status] if is(status, "SEQUENCE_EXHAUSTED") => {
+                        return Err(QueueError::SequenceExhausted);
+                    }
+                    [status, item] if is(status, "OK") => {
+                        if known_job(item.clone())?.is_none() {
+                            lanes.counters.enqueued.increment(1);
+                        }
+                    }
+                    _ => return Err(malformed()),
                 }
-                Ok(Fired::Enqueued { job_id })
-            }
-            _ => Err(malformed()),
+                Ok(lanes)
+            })
+            .await?;
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(lanes.home().keys.key(Key::ScheduleOwed))
+            .arg(&debt.job_id);
+        self.call::<()>(&cmd).await
+    }
+}
+
+impl ScheduleSpec {
+    /// The job of one of the schedule's fires, under `id`.
+    fn job(&self, id: &str) -> OutgoingJob {
+        OutgoingJob {
+            id: id.to_owned(),
+            priority: self.priority,
+            delay_ms: 0,
+            max_attempts: self.max_attempts,
+            group: self.group.clone(),
+            retain_ms: Some(self.retain_ms),
+            body: body(&self.task, self.args.get()),
         }
     }
 }

@@ -1,11 +1,16 @@
-//! A queue's settings as Redis keeps them: fields of its `settings` hash
-//! and its `weights` hash, read and changed by the functions `settings`
-//! and `configure`.
+//! A queue's settings as Redis keeps them: fields of its `meta` hash and
+//! its `weights` hash, read and changed by the functions `settings` and
+//! `configure`. A sharded queue keeps a copy in every shard, each shard
+//! enforcing its share of the caps and the rate; its number of shards is
+//! changed by `reshard`, step by step.
 
 use std::collections::BTreeMap;
 
+use futures_util::future::try_join_all;
+
+use super::keys::QueueKeys;
 use super::library::{Function, LIBRARY};
-use super::{Broker, Result};
+use super::{Broker, QueueError, Result};
 
 /// How a queue hands out its jobs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -22,6 +27,8 @@ pub struct Settings {
     /// How long jobs enqueued without a `retain_ms` of their own are kept
     /// once acked, in ms (0: not at all).
     pub retain_ms: u64,
+    /// The number of hash slots the queue's jobs are spread over.
+    pub shards: u32,
 }
 
 /// At most `burst` + `per_second` × t jobs handed out over any t seconds.
@@ -46,9 +53,36 @@ pub struct SettingsChange {
     pub group_max_in_flight: Option<Option<u64>>,
     /// `Some(None)` (or 0) resets it: not kept.
     pub retain_ms: Option<Option<u64>>,
+    /// Split the queue over this many shards; only while it holds no job.
+    pub shards: Option<u32>,
 }
 
 impl SettingsChange {
+    /// The change that makes a shard's settings `settings`, whatever they
+    /// were.
+    fn replacing(settings: &Settings) -> Self {
+        Self {
+            paused: Some(settings.paused),
+            max_in_flight: Some(settings.max_in_flight),
+            rate_per_second: Some(settings.rate_limit.map(|rate| rate.per_second)),
+            rate_burst: Some(settings.rate_limit.map(|rate| rate.burst)),
+            clear_weights: true,
+            group_weights: settings
+                .group_weights
+                .iter()
+                .map(|(group, weight)| (group.clone(), Some(*weight)))
+                .collect(),
+            group_max_in_flight: Some(settings.group_max_in_flight),
+            retain_ms: Some(Some(settings.retain_ms)),
+            shards: None,
+        }
+    }
+
+    /// Whether it changes anything but the number of shards.
+    fn changes_fields(&self) -> bool {
+        self.clear_weights || !self.group_weights.is_empty() || !self.fields().is_empty()
+    }
+
     /// The `settings` hash fields to set (or, with an empty value, to
     /// drop), as the `configure` function takes them.
     pub(crate) fn fields(&self) -> Vec<(&'static str, String)> {
@@ -100,6 +134,11 @@ impl Settings {
             group_weights: weights.into_iter().collect(),
             group_max_in_flight: number("group_max_in_flight"),
             retain_ms: number("retain_ms").unwrap_or(0),
+            // -k while a change from k is under way.
+            shards: fields
+                .get("shards")
+                .and_then(|v| v.parse::<i64>().ok())
+                .map_or(1, |k| u32::try_from(k.unsigned_abs()).unwrap_or(1)),
         }
     }
 }
@@ -107,15 +146,41 @@ impl Settings {
 impl Broker {
     /// The queue's settings; defaults for a queue never configured.
     pub async fn settings(&self, queue: &str) -> Result<Settings> {
-        let cmd = LIBRARY.call(Function::Settings, &self.lanes(queue).keys);
+        self.settings_in(&self.lanes(queue).await?.home().keys)
+            .await
+    }
+
+    async fn settings_in(&self, keys: &QueueKeys) -> Result<Settings> {
+        let cmd = LIBRARY.call(Function::Settings, keys);
         Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
     }
 
     /// Changes the queue's settings at once on every instance, and wakes
     /// the claims waiting on it; answers the settings after the change.
+    /// The home checks and takes the change first, then every other shard
+    /// takes it. A change of the number of shards comes first; when it is
+    /// refused (the queue holds jobs) nothing changes.
     pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
         self.register(queue).await?;
-        let mut cmd = LIBRARY.call(Function::Configure, &self.lanes(queue).keys);
+        if let Some(shards) = change.shards {
+            self.reshard(queue, shards).await?;
+        }
+        let lanes = self.lanes(queue).await?;
+        if !change.changes_fields() {
+            return self.settings_in(&lanes.home().keys).await;
+        }
+        let settings = self.configure_in(&lanes.home().keys, change).await?;
+        try_join_all(
+            lanes.shards[1..]
+                .iter()
+                .map(|shard| self.configure_in(&shard.keys, change)),
+        )
+        .await?;
+        Ok(settings)
+    }
+
+    async fn configure_in(&self, keys: &QueueKeys, change: &SettingsChange) -> Result<Settings> {
+        let mut cmd = LIBRARY.call(Function::Configure, keys);
         let fields = change.fields();
         cmd.arg(fields.len());
         for (field, value) in &fields {
@@ -128,6 +193,42 @@ impl Broker {
                 .arg(weight.map(|w| w.to_string()).unwrap_or_default());
         }
         Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// Splits the queue over `shards` shards: freezes every current shard
+    /// (their enqueues wait), and when none holds a job, gives the shards
+    /// of the new count the home's settings and the new count, the home
+    /// last; else unfreezes them and answers `NotEmpty`. A change cut
+    /// short leaves the queue frozen until it is asked again.
+    async fn reshard(&self, queue: &str, shards: u32) -> Result<()> {
+        let prefix = &self.config.key_prefix;
+        let keys = |shard: u32, of: u32| QueueKeys::shard(prefix, queue, shard, of);
+        let recorded = self.home_shards(queue).await?;
+        let old = u32::try_from(recorded.unsigned_abs()).unwrap_or(1);
+        if old == shards && recorded > 0 {
+            return Ok(());
+        }
+        let step = |keys: QueueKeys, mode: &'static str, value: u32| async move {
+            let mut cmd = LIBRARY.call(Function::Reshard, &keys);
+            cmd.arg(mode).arg(value);
+            self.call::<u64>(&cmd).await
+        };
+        let held = try_join_all((0..old).map(|s| step(keys(s, old), "freeze", old))).await?;
+        if held.iter().any(|jobs| *jobs > 0) {
+            try_join_all((0..old).map(|s| step(keys(s, old), "set", old))).await?;
+            return Err(QueueError::NotEmpty);
+        }
+        // Old shards out of the new layout forget the count: a stale
+        // router's call there is refused.
+        try_join_all((1..old).map(|s| step(keys(s, old), "set", 1))).await?;
+        let settings = self.settings_in(&keys(0, old)).await?;
+        let copy = SettingsChange::replacing(&settings);
+        for shard in 1..shards {
+            self.configure_in(&keys(shard, shards), &copy).await?;
+            step(keys(shard, shards), "set", shards).await?;
+        }
+        step(keys(0, shards), "set", shards).await?;
+        self.reroute(queue).await.map(drop)
     }
 }
 

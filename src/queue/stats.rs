@@ -1,6 +1,11 @@
 //! A queue's counts: by state, per priority class, and its groups, as the
-//! `stats` function reads them.
+//! `stats` function reads them, summed over a sharded queue's shards.
 
+use std::collections::{BTreeMap, HashSet};
+
+use futures_util::future::try_join_all;
+
+use super::keys::Key;
 use super::library::{Function, LIBRARY};
 use super::{Broker, Result};
 
@@ -18,6 +23,8 @@ pub struct QueueStats {
     pub paused: bool,
     /// Jobs acked and kept until their retention ends.
     pub completed: u64,
+    /// The number of shards the queue is split over.
+    pub shards: u32,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -34,37 +41,61 @@ pub struct ClassStats {
 type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8, u64);
 
 impl Broker {
-    /// A queue's counts; a queue never used has zeros.
+    /// A queue's counts, summed over its shards; a queue never used has
+    /// zeros.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let cmd = LIBRARY.call(Function::Stats, &self.lanes(queue).keys);
-        let (
+        let lanes = self.lanes(queue).await?;
+        let parts = try_join_all(lanes.shards.iter().map(|shard| async move {
+            let cmd = LIBRARY.call(Function::Stats, &shard.keys);
+            self.call::<RawStats>(&cmd).await
+        }))
+        .await?;
+        let mut stats = QueueStats {
+            shards: lanes.count(),
+            ..QueueStats::default()
+        };
+        let mut classes = BTreeMap::<u8, ClassStats>::new();
+        for (
             pending,
             scheduled,
             processing,
-            expired_leases,
+            expired,
             dead,
-            classes,
+            shard_classes,
             groups,
             paused,
             completed,
-        ): RawStats = self.call(&cmd).await?;
-        Ok(QueueStats {
-            pending,
-            scheduled,
-            processing,
-            expired_leases,
-            dead,
-            classes: classes
-                .into_iter()
-                .map(|(priority, pending, oldest_age_ms)| ClassStats {
+        ) in parts
+        {
+            stats.pending += pending;
+            stats.scheduled += scheduled;
+            stats.processing += processing;
+            stats.expired_leases += expired;
+            stats.dead += dead;
+            stats.groups += groups;
+            stats.paused |= paused == 1;
+            stats.completed += completed;
+            for (priority, pending, oldest_age_ms) in shard_classes {
+                let class = classes.entry(priority).or_insert(ClassStats {
                     priority,
-                    pending,
-                    oldest_age_ms,
-                })
-                .collect(),
-            groups,
-            paused: paused == 1,
-            completed,
-        })
+                    pending: 0,
+                    oldest_age_ms: 0,
+                });
+                class.pending += pending;
+                class.oldest_age_ms = class.oldest_age_ms.max(oldest_age_ms);
+            }
+        }
+        stats.classes = classes.into_values().collect();
+        // A group with jobs in several shards counts once.
+        if lanes.count() > 1 && stats.groups > 0 {
+            let names = try_join_all(lanes.shards.iter().map(|shard| async move {
+                let mut cmd = redis::cmd("ZRANGE");
+                cmd.arg(shard.keys.key(Key::Groups)).arg(0).arg(-1);
+                self.call::<Vec<String>>(&cmd).await
+            }))
+            .await?;
+            stats.groups = names.into_iter().flatten().collect::<HashSet<_>>().len() as u64;
+        }
+        Ok(stats)
     }
 }

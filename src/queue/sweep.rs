@@ -1,10 +1,11 @@
 //! One sweep of a queue (the `sweep` function): expired leases taken back,
 //! due jobs promoted, retention ended, finish tags and groups tidied, and
-//! the due schedules listed. The sweeper (`crate::sweeper`) runs it on
-//! every queue, on every instance.
+//! the due schedules and the fires owed listed. The sweeper
+//! (`crate::sweeper`) runs it on every shard of every queue, on every
+//! instance.
 
 use super::library::{Function, LIBRARY};
-use super::{Broker, DueSchedule, QueueError, Result};
+use super::{Broker, Debt, DueSchedule, QueueError, Result};
 
 /// What one sweep of a queue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,10 +24,27 @@ pub struct Swept {
     pub now_ms: i64,
     /// The queue's schedules that are due, for [`Broker::fire`].
     pub due: Vec<DueSchedule>,
+    /// The number of shards the queue is split over, as the swept shard
+    /// records it.
+    pub shards: u32,
+    /// Fires of a sharded queue owed for a while (their instance stopped
+    /// short), for [`Broker::pay`].
+    pub owed: Vec<Debt>,
 }
 
 /// The sweep function's reply.
-type RawSwept = (u64, u64, u64, String, String, u64, i64, Vec<String>);
+type RawSwept = (
+    u64,
+    u64,
+    u64,
+    String,
+    String,
+    u64,
+    i64,
+    Vec<String>,
+    u32,
+    Vec<String>,
+);
 
 /// Where a sweep of a queue's finish tags and groups starts: where the
 /// last one stopped, or the start.
@@ -48,12 +66,27 @@ impl Default for SweepCursors {
 impl Broker {
     /// Takes back up to `batch` expired leases, promotes up to `batch` due
     /// scheduled jobs, and tidies up to `batch` finish tags and groups
-    /// from `cursors` on, in one call.
-    pub async fn sweep(&self, queue: &str, batch: u32, cursors: &SweepCursors) -> Result<Swept> {
-        let lanes = self.lanes(queue);
-        let mut cmd = LIBRARY.call(Function::Sweep, &lanes.keys);
-        cmd.arg(batch).arg(&cursors.tags).arg(&cursors.groups);
-        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due): RawSwept =
+    /// from `cursors` on, in one call on shard `shard` of the queue (a
+    /// shard it no longer has is left alone).
+    pub async fn sweep(
+        &self,
+        queue: &str,
+        shard: u32,
+        batch: u32,
+        cursors: &SweepCursors,
+    ) -> Result<Swept> {
+        let lanes = self.lanes(queue).await?;
+        let Some(shard) = lanes.shards.get(shard as usize) else {
+            return Ok(Swept::default());
+        };
+        // Longer than a fire's two calls can take: its instance is gone.
+        let owed_for = 3 * self.config.redis_timeout.as_millis();
+        let mut cmd = LIBRARY.call(Function::Sweep, &shard.keys);
+        cmd.arg(batch)
+            .arg(&cursors.tags)
+            .arg(&cursors.groups)
+            .arg(owed_for.to_string());
+        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due, shards, owed): RawSwept =
             self.call(&cmd).await?;
         lanes.counters.leases_expired.increment(reclaimed);
         lanes.counters.dead_lettered.increment(dead);
@@ -73,6 +106,13 @@ impl Broker {
                 ))),
             })
             .collect::<Result<_>>()?;
+        let owed = owed
+            .chunks_exact(2)
+            .map(|item| Debt {
+                job_id: item[0].clone(),
+                spec: item[1].clone(),
+            })
+            .collect();
         Ok(Swept {
             reclaimed,
             dead,
@@ -81,6 +121,8 @@ impl Broker {
             cursors: SweepCursors { tags, groups },
             now_ms,
             due,
+            shards,
+            owed,
         })
     }
 }

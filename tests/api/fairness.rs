@@ -447,7 +447,7 @@ async fn settings_merge_patches_field_by_field() {
     assert_eq!(
         defaults,
         json!({"paused": false, "max_in_flight": null, "rate_limit": null,
-               "group_weights": {}, "group_max_in_flight": null, "retain_ms": 0})
+               "group_weights": {}, "group_max_in_flight": null, "retain_ms": 0, "shards": 1})
     );
     configure(
         &app,
@@ -470,7 +470,8 @@ async fn settings_merge_patches_field_by_field() {
     assert_eq!(
         merged,
         json!({"paused": false, "max_in_flight": 5, "rate_limit": {"per_second": 2.5, "burst": 7},
-               "group_weights": {"b": 3}, "group_max_in_flight": null, "retain_ms": 60_000})
+               "group_weights": {"b": 3}, "group_max_in_flight": null, "retain_ms": 60_000,
+               "shards": 1})
     );
     assert_eq!(app.get(app.queue_url("q", "/settings")).await.body, merged);
     let reset = configure(
@@ -492,6 +493,8 @@ async fn invalid_settings_are_refused_naming_the_field_and_change_nothing() {
     for (patch, field) in [
         (json!({"max_in_flight": 0}), "max_in_flight"),
         (json!({"max_in_flight": 1_000_001}), "max_in_flight"),
+        (json!({"shards": 0}), "shards"),
+        (json!({"shards": 65}), "shards"),
         (json!({"max_in_flight": "5"}), "max_in_flight"),
         (json!({"paused": 1}), "paused"),
         (

@@ -128,7 +128,7 @@ async fn racing_sweepers_count_one_attempt_per_expired_lease() {
                 let mut total = 0;
                 loop {
                     let taken = broker
-                        .sweep("race", 7, &SweepCursors::default())
+                        .sweep("race", 0, 7, &SweepCursors::default())
                         .await
                         .expect("sweep")
                         .reclaimed;
