@@ -18,7 +18,7 @@ mod stats;
 mod sweep;
 pub(crate) mod wake;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -659,21 +659,22 @@ impl Broker {
             acked,
             ..Claimed::default()
         };
+        // What each shard handed out, in its order.
+        let mut parts: Vec<VecDeque<Job>> = vec![VecDeque::new(); lanes.shards.len()];
         let mut failure = None;
+        // Files a shard's answer; answers how many jobs it gave.
         let mut take =
-            |shard: usize, asked: u32, outcome: Result<Claimed>, claimed: &mut Claimed| {
-                match outcome {
-                    Ok(part) => {
-                        let short = part.jobs.len() < asked as usize;
-                        claimed.jobs.extend(part.jobs);
-                        claimed.held = claimed.held.or(part.held);
-                        !short
-                    }
-                    Err(error) => {
-                        tracing::debug!(shard, error = %error, "a shard's claim failed");
-                        failure.get_or_insert(error);
-                        false
-                    }
+            |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| match outcome {
+                Ok(part) => {
+                    let given = part.jobs.len();
+                    parts[shard].extend(part.jobs);
+                    *held = held.or(part.held);
+                    given
+                }
+                Err(error) => {
+                    tracing::debug!(shard, error = %error, "a shard's claim failed");
+                    failure.get_or_insert(error);
+                    0
                 }
             };
         let first: Vec<usize> = (0..asks.len()).filter(|s| asks[*s] > 0).collect();
@@ -684,8 +685,11 @@ impl Broker {
         )
         .await;
         let mut more: Vec<usize> = Vec::new();
+        let mut got = 0;
         for (shard, outcome) in first.iter().zip(outcomes) {
-            if take(*shard, asks[*shard], outcome, &mut claimed) {
+            let given = take(*shard, outcome, &mut claimed.held);
+            got += given;
+            if given == asks[*shard] as usize {
                 more.push(*shard);
             }
         }
@@ -706,13 +710,22 @@ impl Broker {
             }
         }
         for shard in rest {
-            let missing = want - claimed.jobs.len().min(want);
+            let missing = want - got.min(want);
             if missing == 0 {
                 break;
             }
             let outcome = lanes.shards[shard].lane.claim(ask(missing as u32)).await;
-            take(shard, missing as u32, outcome, &mut claimed);
+            got += take(shard, outcome, &mut claimed.held);
         }
+        // Most urgent first; inside a priority, in the order of the scores
+        // read, which is arrival order.
+        for (_, shard) in &offers {
+            if let Some(job) = parts[*shard].pop_front() {
+                claimed.jobs.push(job);
+            }
+        }
+        claimed.jobs.extend(parts.into_iter().flatten());
+        claimed.jobs.sort_by_key(|job| job.priority);
         match failure {
             Some(error) if claimed.jobs.is_empty() => Err(error),
             _ => Ok(claimed),

@@ -32,16 +32,22 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
+        Self::start_with(0, "--appendonly no")
+    }
+
+    /// Three primaries with `replicas` replicas each, every node run with
+    /// the persistence `flags`.
+    pub fn start_with(replicas: usize, flags: &str) -> Self {
         // A port found free can be taken by a parallel test before our node
         // binds it: then start over on other ports.
         (0..5)
-            .find_map(|_| Self::try_start())
+            .find_map(|_| Self::try_start(replicas, flags))
             .expect("a cluster on free ports")
     }
 
     /// `None` when another server answers on one of the ports.
-    fn try_start() -> Option<Self> {
-        let ports = cluster_ports(3);
+    fn try_start(replicas: usize, flags: &str) -> Option<Self> {
+        let ports = cluster_ports(3 * (1 + replicas));
         // Told to our nodes only, so that we know whose node answers.
         let marker = |port: u16| format!("prioq-{}-{port}.rdb", std::process::id());
         let servers: String = ports
@@ -49,8 +55,10 @@ impl RedisCluster {
             .map(|&port| {
                 format!(
                     "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
-                     --cluster-config-file nodes-{port}.conf --dir \"$dir\" --save '' \
-                     --dbfilename {} --appendonly no >/dev/null 2>&1 & pids=\"$pids $!\"; ",
+                     --cluster-config-file nodes-{port}.conf --cluster-node-timeout 2000 \
+                     --dir \"$dir\" --save '' --appendfilename aof-{port} \
+                     --appenddirname aof-{port} --dbfilename {} {flags} >/dev/null 2>&1 & \
+                     pids=\"$pids $!\"; ",
                     marker(port)
                 )
             })
@@ -84,7 +92,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .status()
             .expect("redis-cli must be installed (see README)");

@@ -723,33 +723,50 @@ impl Inventory {
 /// prioq's own key layout and record format.
 pub(crate) async fn inventory(url: &str, prefix: &str, queue: &str) -> Inventory {
     let mut conn = redis_connection(url).await;
-    let keys = QueueKeys::new(prefix, queue);
+    inventory_of_shards(&mut conn, prefix, queue, 1).await
+}
+
+/// Reads every shard of a queue split over `shards` through `conn` (a
+/// cluster's, for a queue on a cluster), as [`inventory`] does.
+pub(crate) async fn inventory_of_shards(
+    conn: &mut impl redis::aio::ConnectionLike,
+    prefix: &str,
+    queue: &str,
+    shards: u32,
+) -> Inventory {
     let mut sets: Vec<(&'static str, Vec<String>)> = Vec::new();
-    for (state, key) in [
-        ("pending", Key::Pending),
-        ("scheduled", Key::Scheduled),
-        ("processing", Key::Processing),
-        ("dead", Key::Dead),
-    ] {
-        let members: Vec<String> = redis::cmd("ZRANGE")
-            .arg(keys.key(key))
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
+    let mut records: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut leases: HashMap<String, String> = HashMap::new();
+    for shard in 0..shards {
+        let keys = QueueKeys::shard(prefix, queue, shard, shards);
+        for (state, key) in [
+            ("pending", Key::Pending),
+            ("scheduled", Key::Scheduled),
+            ("processing", Key::Processing),
+            ("dead", Key::Dead),
+        ] {
+            let members: Vec<String> = redis::cmd("ZRANGE")
+                .arg(keys.key(key))
+                .arg(0)
+                .arg(-1)
+                .query_async(conn)
+                .await
+                .expect("ZRANGE");
+            sets.push((state, members));
+        }
+        let shard_records: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+            .arg(keys.key(Key::Jobs))
+            .query_async(conn)
             .await
-            .expect("ZRANGE");
-        sets.push((state, members));
+            .expect("HGETALL");
+        records.extend(shard_records);
+        let shard_leases: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(keys.key(Key::Leases))
+            .query_async(conn)
+            .await
+            .expect("HGETALL");
+        leases.extend(shard_leases);
     }
-    let records: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
-        .arg(keys.key(Key::Jobs))
-        .query_async(&mut conn)
-        .await
-        .expect("HGETALL");
-    let leases: HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(keys.key(Key::Leases))
-        .query_async(&mut conn)
-        .await
-        .expect("HGETALL");
     let mut inventory = Inventory {
         read_at_ms: now_ms(),
         ..Inventory::default()

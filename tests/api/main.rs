@@ -18,5 +18,6 @@ mod ops;
 mod proxy;
 mod schedules;
 mod score;
+mod sharded;
 mod soak;
 mod spec;
