@@ -286,16 +286,18 @@ impl QueueLanes {
         &self.shards[keys::shard_of(id, self.count()) as usize]
     }
 
-    /// A fresh id for a job made here, in the shard whose turn it is.
-    fn new_id(&self) -> String {
+    /// The shard whose turn it is to take the jobs of an enqueue request
+    /// whose ids prioq makes: all of them, so the request is one call.
+    fn next_turn(&self) -> u32 {
+        self.turn.fetch_add(1, Ordering::Relaxed) % self.count()
+    }
+
+    /// A fresh id for a job made here, in shard `shard`.
+    fn new_id(&self, shard: u32) -> String {
         let shards = self.count();
-        if shards == 1 {
-            return record::new_id();
-        }
-        let shard = self.turn.fetch_add(1, Ordering::Relaxed) % shards;
         loop {
             let id = record::new_id();
-            if keys::shard_of(&id, shards) == shard {
+            if shards == 1 || keys::shard_of(&id, shards) == shard {
                 return id;
             }
         }
@@ -462,9 +464,10 @@ impl Broker {
     pub async fn enqueue(&self, queue: &str, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         self.register(queue).await?;
         let mut lanes = self.lanes(queue).await?;
+        let turn = lanes.next_turn();
         let ids: Vec<String> = jobs
             .iter()
-            .map(|job| job.id.clone().unwrap_or_else(|| lanes.new_id()))
+            .map(|job| job.id.clone().unwrap_or_else(|| lanes.new_id(turn)))
             .collect();
         let mut answers: Vec<Option<(i64, Option<Job>)>> = (0..jobs.len()).map(|_| None).collect();
         let mut tries = 0;
@@ -616,24 +619,21 @@ impl Broker {
         Ok(claimed)
     }
 
-    /// A claim on a sharded queue. The acks go to their shards while the
-    /// first `max_jobs` scores of every shard's pending jobs are read, all
-    /// at once; then the shards holding the most urgent `max_jobs` of them
-    /// are asked for their share, at once; when they give fewer (a race,
-    /// a group at its cap, a due scheduled job elsewhere), the other
-    /// shards that offered jobs are asked in turn for the rest.
+    /// A claim on a sharded queue. The first `max_jobs` scores of every
+    /// shard's pending jobs are read, all at once; then the shards holding
+    /// the most urgent `max_jobs` of them are asked for their share, at
+    /// once, each with the acks of its jobs (the other shards' acks go
+    /// alone, at the same time); when they give fewer (a race, a group at
+    /// its cap, a due scheduled job elsewhere), the other shards that
+    /// offered jobs are asked in turn for the rest.
     async fn claim_shards(&self, lanes: &QueueLanes, entry: &ClaimEntry) -> Result<Claimed> {
         let want = entry.max_jobs as usize;
-        let (acked, heads) = tokio::join!(
-            self.ack_shards(lanes, entry.acks.clone()),
-            try_join_all(lanes.shards.iter().map(|shard| async move {
-                let mut cmd = LIBRARY.call(Function::Heads, &shard.keys);
-                cmd.arg(want);
-                self.call::<Vec<String>>(&cmd).await
-            }))
-        );
-        let acked = acked?;
-        let heads = heads?;
+        let heads = try_join_all(lanes.shards.iter().map(|shard| async move {
+            let mut cmd = LIBRARY.call(Function::Heads, &shard.keys);
+            cmd.arg(want);
+            self.call::<Vec<String>>(&cmd).await
+        }))
+        .await?;
         // (score, shard) of every job offered, most urgent first.
         let mut offers: Vec<(f64, usize)> = heads
             .iter()
@@ -649,22 +649,60 @@ impl Broker {
         for (_, shard) in offers.iter().take(want) {
             asks[*shard] += 1;
         }
-        let ask = |max_jobs| ClaimEntry {
+        let ask = |max_jobs, acks| ClaimEntry {
             lease_ms: entry.lease_ms,
             max_jobs,
             worker: entry.worker.clone(),
-            acks: Vec::new(),
+            acks,
         };
+        // The acks by shard: where each stood in the request, and the ack.
+        let mut acks: Vec<(Vec<usize>, Vec<Ack>)> = vec![Default::default(); lanes.shards.len()];
+        for (i, ack) in entry.acks.iter().enumerate() {
+            let part = &mut acks[keys::shard_of(&ack.id, lanes.count()) as usize];
+            part.0.push(i);
+            part.1.push(ack.clone());
+        }
+        let first: Vec<usize> = (0..asks.len()).filter(|s| asks[*s] > 0).collect();
+        let alone: Vec<usize> = (0..asks.len())
+            .filter(|s| asks[*s] == 0 && !acks[*s].1.is_empty())
+            .collect();
+        let claims = first.iter().map(|shard| {
+            let entry = ask(asks[*shard], std::mem::take(&mut acks[*shard].1));
+            lanes.shards[*shard].lane.claim(entry)
+        });
+        let (claims, acked_alone) = tokio::join!(
+            join_all(claims.collect::<Vec<_>>()),
+            join_all(alone.iter().map(|shard| {
+                let part = std::mem::take(&mut acks[*shard].1);
+                lanes.shards[*shard].lane.ack(part)
+            }))
+        );
         let mut claimed = Claimed {
-            acked,
+            acked: vec![AckOutcome::NotFound; entry.acks.len()],
             ..Claimed::default()
         };
+        // An ack whose call failed may or may not have been applied: the
+        // claim fails (the jobs it took go back when their leases end).
+        let mut ack_failure = None;
+        let file_acks = |shard: usize, outcomes: &[AckOutcome], acked: &mut Vec<AckOutcome>| {
+            for (i, outcome) in acks[shard].0.iter().zip(outcomes) {
+                acked[*i] = *outcome;
+            }
+        };
+        for (shard, outcome) in alone.iter().zip(acked_alone) {
+            match outcome {
+                Ok(outcomes) => file_acks(*shard, &outcomes, &mut claimed.acked),
+                Err(error) => {
+                    ack_failure.get_or_insert(error);
+                }
+            }
+        }
         // What each shard handed out, in its order.
         let mut parts: Vec<VecDeque<Job>> = vec![VecDeque::new(); lanes.shards.len()];
         let mut failure = None;
         // Files a shard's answer; answers how many jobs it gave.
-        let mut take =
-            |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| match outcome {
+        let mut take = |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| {
+            match outcome {
                 Ok(part) => {
                     let given = part.jobs.len();
                     parts[shard].extend(part.jobs);
@@ -676,17 +714,22 @@ impl Broker {
                     failure.get_or_insert(error);
                     0
                 }
-            };
-        let first: Vec<usize> = (0..asks.len()).filter(|s| asks[*s] > 0).collect();
-        let outcomes = join_all(
-            first
-                .iter()
-                .map(|shard| lanes.shards[*shard].lane.claim(ask(asks[*shard]))),
-        )
-        .await;
+            }
+        };
         let mut more: Vec<usize> = Vec::new();
         let mut got = 0;
-        for (shard, outcome) in first.iter().zip(outcomes) {
+        for (shard, outcome) in first.iter().zip(claims) {
+            let outcome = match outcome {
+                Ok(part) => {
+                    file_acks(*shard, &part.acked, &mut claimed.acked);
+                    Ok(part)
+                }
+                Err(error) if !acks[*shard].0.is_empty() => {
+                    ack_failure.get_or_insert(error.duplicate());
+                    Err(error)
+                }
+                Err(error) => Err(error),
+            };
             let given = take(*shard, outcome, &mut claimed.held);
             got += given;
             if given == asks[*shard] as usize {
@@ -714,7 +757,10 @@ impl Broker {
             if missing == 0 {
                 break;
             }
-            let outcome = lanes.shards[shard].lane.claim(ask(missing as u32)).await;
+            let outcome = lanes.shards[shard]
+                .lane
+                .claim(ask(missing as u32, Vec::new()))
+                .await;
             got += take(shard, outcome, &mut claimed.held);
         }
         // Most urgent first; inside a priority, in the order of the scores
@@ -726,8 +772,9 @@ impl Broker {
         }
         claimed.jobs.extend(parts.into_iter().flatten());
         claimed.jobs.sort_by_key(|job| job.priority);
-        match failure {
-            Some(error) if claimed.jobs.is_empty() => Err(error),
+        match (ack_failure, failure) {
+            (Some(error), _) => Err(error),
+            (None, Some(error)) if claimed.jobs.is_empty() => Err(error),
             _ => Ok(claimed),
         }
     }
