@@ -67,7 +67,10 @@ impl Run {
 
     /// µs of Redis CPU per job, on each primary.
     fn per_job(&self) -> Vec<f64> {
-        self.cpu_us.iter().map(|us| *us as f64 / JOBS as f64).collect()
+        self.cpu_us
+            .iter()
+            .map(|us| *us as f64 / JOBS as f64)
+            .collect()
     }
 
     /// The busiest primary's share of the queue's Redis CPU.
@@ -127,7 +130,10 @@ async fn measure(cluster: &Cluster, round: usize, shards: u32) -> Result<Run> {
         .await?
         .json()
         .await?;
-    ensure!(settings["shards"] == json!(shards), "not sharded: {settings}");
+    ensure!(
+        settings["shards"] == json!(shards),
+        "not sharded: {settings}"
+    );
 
     let before = cluster.cpu_us()?;
     let started = Instant::now();
@@ -228,7 +234,11 @@ fn report(runs: &[Run]) -> String {
         rows.insert(
             shards,
             (
-                median(of.iter().map(|r| r.total_us() as f64 / JOBS as f64).collect()),
+                median(
+                    of.iter()
+                        .map(|r| r.total_us() as f64 / JOBS as f64)
+                        .collect(),
+                ),
                 per_primary,
                 median(of.iter().map(|r| r.busiest_share()).collect()),
                 median(of.iter().map(|r| JOBS as f64 / r.seconds).collect()),

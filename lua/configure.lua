@@ -5,7 +5,9 @@
 -- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
 --   field, value ('' to reset the field); then '1' to clear every weight
 --   first ('0' not to), the number of weight changes, and pairs of group,
---   weight ('' to drop it)
+--   weight ('' to drop it); then '1' to wake the claims waiting on the
+--   queue ('0' not to: a sharded queue's other shards, written before the
+--   home, whose call wakes them)
 -- Returns: what `settings` returns, after the change.
 -- Errors: INVALID <field> when the result is not a valid setting: a rate
 --   limit needs both per_second and burst; at most 10000 weights.
@@ -25,6 +27,7 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     weight_changes[#weight_changes + 1] = {argv[at], argv[at + 1]}
     at = at + 2
   end
+  local wakes = argv[at] == '1'
 
   -- Checked whole before anything is written.
   local function after(field)
@@ -71,6 +74,6 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
   else
     redis.call('HDEL', settings, 'max_weight')
   end
-  redis.call('PUBLISH', wake, '')
+  if wakes then redis.call('PUBLISH', wake, '') end
   return {settings_of(settings), redis.call('HGETALL', weights)}
 end)

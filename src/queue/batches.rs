@@ -378,6 +378,32 @@ fn claim_outcome(
     Ok(Claimed { acked, jobs, held })
 }
 
+/// The reads of one shard's heads (the `heads` function) by the claims of
+/// a sharded queue: the claims waiting together share one read.
+#[derive(Debug)]
+pub(crate) struct HeadsBatch {
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) keys: Arc<QueueKeys>,
+}
+
+impl Batch for HeadsBatch {
+    /// How many scores the claim wants.
+    type Entry = u32;
+    /// Whether a scheduled job is due ("1" or "0"), then the scores.
+    type Reply = Arc<Vec<String>>;
+
+    fn size(entry: &u32) -> (usize, usize) {
+        (*entry as usize, 0)
+    }
+
+    async fn call(&self, entries: &[u32]) -> Result<Vec<Result<Self::Reply>>> {
+        let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
+        cmd.arg(entries.iter().max().copied().unwrap_or(1));
+        let heads = Arc::new(self.redis.query::<Vec<String>>(&cmd).await?);
+        Ok(entries.iter().map(|_| Ok(Arc::clone(&heads))).collect())
+    }
+}
+
 /// The typed way into a queue's lane.
 impl Lane<ExchangeBatch> {
     pub(crate) async fn enqueue(self: &Arc<Self>, jobs: Vec<OutgoingJob>) -> Result<EnqueueReply> {

@@ -32,11 +32,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry;
 pub use backend::{RedisPool, RedisSettings};
-use batches::ExchangeBatch;
 pub use batches::{
     ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob, Route,
     exchange_answers, exchange_command,
 };
+use batches::{ExchangeBatch, HeadsBatch};
 pub use error::QueueError;
 pub use job::{Job, JobState, Lease};
 use keys::{Key, QueueKeys};
@@ -253,12 +253,14 @@ impl QueueCounters {
     }
 }
 
-/// One shard of a queue: its key names and the lane of its enqueues,
-/// claims and acks.
+/// One shard of a queue: its key names, the lane of its enqueues, claims
+/// and acks, and the lane of the reads of its heads (by the claims of a
+/// sharded queue).
 #[derive(Debug)]
 struct ShardLane {
     keys: Arc<QueueKeys>,
     lane: Arc<Lane<ExchangeBatch>>,
+    heads: Arc<Lane<HeadsBatch>>,
 }
 
 /// What this instance keeps per queue: its shards, as many as the queue's
@@ -369,10 +371,22 @@ impl Broker {
         let prefix = &self.config.key_prefix;
         let arrivals =
             (shards > 1).then(|| QueueKeys::new(prefix, queue).key(Key::Meta).to_owned());
+        let labels = [("queue", queue.to_owned())];
+        let metrics = || LaneMetrics {
+            waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
+            calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
+        };
         let shard = |shard: u32| {
             let keys = Arc::new(QueueKeys::shard(prefix, queue, shard, shards));
-            let labels = [("queue", queue.to_owned())];
             ShardLane {
+                heads: Arc::new(Lane::new(
+                    HeadsBatch {
+                        redis: Arc::clone(&self.redis),
+                        keys: Arc::clone(&keys),
+                    },
+                    self.config.redis_timeout,
+                    metrics(),
+                )),
                 lane: Arc::new(Lane::new(
                     ExchangeBatch {
                         redis: Arc::clone(&self.redis),
@@ -382,10 +396,7 @@ impl Broker {
                         arrivals: arrivals.clone(),
                     },
                     self.config.redis_timeout,
-                    LaneMetrics {
-                        waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
-                        calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
-                    },
+                    metrics(),
                 )),
                 keys,
             }
@@ -628,11 +639,12 @@ impl Broker {
     /// offered jobs are asked in turn for the rest.
     async fn claim_shards(&self, lanes: &QueueLanes, entry: &ClaimEntry) -> Result<Claimed> {
         let want = entry.max_jobs as usize;
-        let heads = try_join_all(lanes.shards.iter().map(|shard| async move {
-            let mut cmd = LIBRARY.call(Function::Heads, &shard.keys);
-            cmd.arg(want);
-            self.call::<Vec<String>>(&cmd).await
-        }))
+        let heads = try_join_all(
+            lanes
+                .shards
+                .iter()
+                .map(|shard| shard.heads.submit(entry.max_jobs)),
+        )
         .await?;
         // (score, shard) of every job offered, most urgent first.
         let mut offers: Vec<(f64, usize)> = heads
@@ -641,6 +653,7 @@ impl Broker {
             .flat_map(|(shard, head)| {
                 head.iter()
                     .skip(1)
+                    .take(want)
                     .filter_map(move |score| Some((score.parse::<f64>().ok()?, shard)))
             })
             .collect();
@@ -701,8 +714,8 @@ impl Broker {
         let mut parts: Vec<VecDeque<Job>> = vec![VecDeque::new(); lanes.shards.len()];
         let mut failure = None;
         // Files a shard's answer; answers how many jobs it gave.
-        let mut take = |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| {
-            match outcome {
+        let mut take =
+            |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| match outcome {
                 Ok(part) => {
                     let given = part.jobs.len();
                     parts[shard].extend(part.jobs);
@@ -714,8 +727,7 @@ impl Broker {
                     failure.get_or_insert(error);
                     0
                 }
-            }
-        };
+            };
         let mut more: Vec<usize> = Vec::new();
         let mut got = 0;
         for (shard, outcome) in first.iter().zip(claims) {

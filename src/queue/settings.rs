@@ -157,9 +157,12 @@ impl Broker {
 
     /// Changes the queue's settings at once on every instance, and wakes
     /// the claims waiting on it; answers the settings after the change.
-    /// The home checks and takes the change first, then every other shard
-    /// takes it. A change of the number of shards comes first; when it is
-    /// refused (the queue holds jobs) nothing changes.
+    /// A sharded queue's other shards take the change first, all at once,
+    /// then the home, whose call wakes the waiting claims: they look again
+    /// with every shard changed. Every shard holds the same settings, so a
+    /// change one refuses (INVALID) all refuse. A change of the number of
+    /// shards comes first; when it is refused (the queue holds jobs)
+    /// nothing changes.
     pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
         self.register(queue).await?;
         if let Some(shards) = change.shards {
@@ -169,17 +172,21 @@ impl Broker {
         if !change.changes_fields() {
             return self.settings_in(&lanes.home().keys).await;
         }
-        let settings = self.configure_in(&lanes.home().keys, change).await?;
         try_join_all(
             lanes.shards[1..]
                 .iter()
-                .map(|shard| self.configure_in(&shard.keys, change)),
+                .map(|shard| self.configure_in(&shard.keys, change, false)),
         )
         .await?;
-        Ok(settings)
+        self.configure_in(&lanes.home().keys, change, true).await
     }
 
-    async fn configure_in(&self, keys: &QueueKeys, change: &SettingsChange) -> Result<Settings> {
+    async fn configure_in(
+        &self,
+        keys: &QueueKeys,
+        change: &SettingsChange,
+        wakes: bool,
+    ) -> Result<Settings> {
         let mut cmd = LIBRARY.call(Function::Configure, keys);
         let fields = change.fields();
         cmd.arg(fields.len());
@@ -192,6 +199,7 @@ impl Broker {
             cmd.arg(group)
                 .arg(weight.map(|w| w.to_string()).unwrap_or_default());
         }
+        cmd.arg(if wakes { "1" } else { "0" });
         Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
     }
 
@@ -224,7 +232,7 @@ impl Broker {
         let settings = self.settings_in(&keys(0, old)).await?;
         let copy = SettingsChange::replacing(&settings);
         for shard in 1..shards {
-            self.configure_in(&keys(shard, shards), &copy).await?;
+            self.configure_in(&keys(shard, shards), &copy, false).await?;
             step(keys(shard, shards), "set", shards).await?;
         }
         step(keys(0, shards), "set", shards).await?;
