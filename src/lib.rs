@@ -19,7 +19,10 @@
 //!   and acks of a queue together (group commit), and `batches` turns them
 //!   into one call of the `exchange` function and its reply back into
 //!   answers;
-//!   [`queue::keys`] names every key, [`queue::record`] is a job's stored
+//!   [`queue::keys`] names every key, the shards of a sharded queue
+//!   included, and maps a job's id to its shard (the `Broker` routes every
+//!   operation to its shards and merges their answers);
+//!   [`queue::record`] is a job's stored
 //!   form, `job` the decoded job; `error` what can go wrong; `paging` the
 //!   pages of dead jobs and groups and their reads; `settings` a queue's
 //!   settings, read and changed; `stats` a queue's counts; `sweep` one

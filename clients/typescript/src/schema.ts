@@ -513,7 +513,8 @@ export interface paths {
          *     or `application/json`: fields left out stay, `null` resets a field to
          *     its default. Every instance applies the change to its next claim. An
          *     unknown field or a value out of range answers 422 naming it, and
-         *     nothing changes.
+         *     nothing changes. `shards` changes only while the queue holds no job in
+         *     any state; otherwise 409 `conflict`, and nothing changes.
          */
         patch: operations["change_settings"];
         trace?: never;
@@ -1064,7 +1065,8 @@ export interface components {
          *       "pending": 12,
          *       "processing": 3,
          *       "queue": "emails",
-         *       "scheduled": 0
+         *       "scheduled": 0,
+         *       "shards": 1
          *     }
          */
         QueueView: {
@@ -1096,6 +1098,12 @@ export interface components {
             queue: string;
             /** Format: int64 */
             scheduled: number;
+            /**
+             * Format: int32
+             * @description The number of Redis hash slots the queue's jobs are spread over
+             *     (its `shards` setting).
+             */
+            shards: number;
         };
         RateLimitPatch: {
             /**
@@ -1266,6 +1274,12 @@ export interface components {
              * @description 0 to 2592000000 (30 days); `null` resets it to 0.
              */
             retain_ms?: number | null;
+            /**
+             * Format: int32
+             * @description 1 to 64; `null` resets it to 1. Changes only while the queue holds
+             *     no job in any state, else 409 and nothing changes.
+             */
+            shards?: number | null;
         };
         /**
          * @description How a queue hands out its jobs.
@@ -1280,7 +1294,8 @@ export interface components {
          *         "burst": 50,
          *         "per_second": 50
          *       },
-         *       "retain_ms": 86400000
+         *       "retain_ms": 86400000,
+         *       "shards": 1
          *     }
          */
         SettingsView: {
@@ -1307,6 +1322,11 @@ export interface components {
              *     once acked (ms; 0: deleted on ack).
              */
             retain_ms: number;
+            /**
+             * Format: int32
+             * @description The number of Redis hash slots the queue's jobs are spread over.
+             */
+            shards: number;
         };
         /**
          * @description Where a job is in its life.
@@ -1346,7 +1366,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The job's state does not allow this (it is processing, or not dead) */
+        /** @description The queue holds jobs: its number of shards can change only while it holds none */
         conflict: {
             headers: {
                 [name: string]: unknown;
@@ -1355,9 +1375,9 @@ export interface components {
                 /**
                  * @example {
                  *       "code": "conflict",
-                 *       "detail": "The job's state does not allow this (it is processing, or not dead)",
+                 *       "detail": "The queue holds jobs: its number of shards can change only while it holds none",
                  *       "status": 409,
-                 *       "title": "The job's state does not allow this (it is processing, or not dead)",
+                 *       "title": "The queue holds jobs: its number of shards can change only while it holds none",
                  *       "type": "urn:prioq:problem:conflict"
                  *     }
                  */
@@ -2378,6 +2398,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            409: components["responses"]["conflict"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];

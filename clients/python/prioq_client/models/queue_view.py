@@ -20,7 +20,7 @@ class QueueView:
     Example:
         {'classes': [{'oldest_age_ms': 1530, 'pending': 2, 'priority': 0}, {'oldest_age_ms': 64200, 'pending': 10,
             'priority': 9}], 'completed': 0, 'dead': 1, 'expired_leases': 0, 'groups': 2, 'paused': False, 'pending': 12,
-            'processing': 3, 'queue': 'emails', 'scheduled': 0}
+            'processing': 3, 'queue': 'emails', 'scheduled': 0, 'shards': 1}
 
     Attributes:
         classes (list[ClassView]): Pending jobs per priority, most urgent first.
@@ -33,6 +33,8 @@ class QueueView:
         processing (int):
         queue (str):
         scheduled (int):
+        shards (int): The number of Redis hash slots the queue's jobs are spread over
+            (its `shards` setting).
     """
 
     classes: list[ClassView]
@@ -45,6 +47,7 @@ class QueueView:
     processing: int
     queue: str
     scheduled: int
+    shards: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +74,8 @@ class QueueView:
 
         scheduled = self.scheduled
 
+        shards = self.shards
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -85,6 +90,7 @@ class QueueView:
                 "processing": processing,
                 "queue": queue,
                 "scheduled": scheduled,
+                "shards": shards,
             }
         )
 
@@ -120,6 +126,8 @@ class QueueView:
 
         scheduled = d.pop("scheduled")
 
+        shards = d.pop("shards")
+
         queue_view = cls(
             classes=classes,
             completed=completed,
@@ -131,6 +139,7 @@ class QueueView:
             processing=processing,
             queue=queue,
             scheduled=scheduled,
+            shards=shards,
         )
 
         queue_view.additional_properties = d

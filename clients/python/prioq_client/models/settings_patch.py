@@ -32,6 +32,8 @@ class SettingsPatch:
             paused (bool | None | Unset):
             rate_limit (None | RateLimitPatch | Unset):
             retain_ms (int | None | Unset): 0 to 2592000000 (30 days); `null` resets it to 0.
+            shards (int | None | Unset): 1 to 64; `null` resets it to 1. Changes only while the queue holds
+                no job in any state, else 409 and nothing changes.
     """
 
     group_max_in_flight: int | None | Unset = UNSET
@@ -40,6 +42,7 @@ class SettingsPatch:
     paused: bool | None | Unset = UNSET
     rate_limit: None | RateLimitPatch | Unset = UNSET
     retain_ms: int | None | Unset = UNSET
+    shards: int | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.rate_limit_patch import RateLimitPatch  # noqa: PLC0415
@@ -85,6 +88,12 @@ class SettingsPatch:
         else:
             retain_ms = self.retain_ms
 
+        shards: int | None | Unset
+        if isinstance(self.shards, Unset):
+            shards = UNSET
+        else:
+            shards = self.shards
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
@@ -100,6 +109,8 @@ class SettingsPatch:
             field_dict["rate_limit"] = rate_limit
         if retain_ms is not UNSET:
             field_dict["retain_ms"] = retain_ms
+        if shards is not UNSET:
+            field_dict["shards"] = shards
 
         return field_dict
 
@@ -180,6 +191,15 @@ class SettingsPatch:
 
         retain_ms = _parse_retain_ms(d.pop("retain_ms", UNSET))
 
+        def _parse_shards(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        shards = _parse_shards(d.pop("shards", UNSET))
+
         settings_patch = cls(
             group_max_in_flight=group_max_in_flight,
             group_weights=group_weights,
@@ -187,6 +207,7 @@ class SettingsPatch:
             paused=paused,
             rate_limit=rate_limit,
             retain_ms=retain_ms,
+            shards=shards,
         )
 
         return settings_patch

@@ -22,13 +22,14 @@ class SettingsView:
 
     Example:
         {'group_max_in_flight': 10, 'group_weights': {'tenant-42': 5}, 'max_in_flight': 200, 'paused': False,
-            'rate_limit': {'burst': 50, 'per_second': 50.0}, 'retain_ms': 86400000}
+            'rate_limit': {'burst': 50, 'per_second': 50.0}, 'retain_ms': 86400000, 'shards': 1}
 
     Attributes:
         group_weights (SettingsViewGroupWeights): Groups' weights in their fair share (default 1).
         paused (bool): While true, claims hand out nothing.
         retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept
             once acked (ms; 0: deleted on ack).
+        shards (int): The number of Redis hash slots the queue's jobs are spread over.
         group_max_in_flight (int | None | Unset): Jobs of one named group processing at once at most, fleet-wide.
         max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
         rate_limit (None | RateLimitView | Unset):
@@ -37,6 +38,7 @@ class SettingsView:
     group_weights: SettingsViewGroupWeights
     paused: bool
     retain_ms: int
+    shards: int
     group_max_in_flight: int | None | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     rate_limit: None | RateLimitView | Unset = UNSET
@@ -50,6 +52,8 @@ class SettingsView:
         paused = self.paused
 
         retain_ms = self.retain_ms
+
+        shards = self.shards
 
         group_max_in_flight: int | None | Unset
         if isinstance(self.group_max_in_flight, Unset):
@@ -78,6 +82,7 @@ class SettingsView:
                 "group_weights": group_weights,
                 "paused": paused,
                 "retain_ms": retain_ms,
+                "shards": shards,
             }
         )
         if group_max_in_flight is not UNSET:
@@ -100,6 +105,8 @@ class SettingsView:
         paused = d.pop("paused")
 
         retain_ms = d.pop("retain_ms")
+
+        shards = d.pop("shards")
 
         def _parse_group_max_in_flight(data: object) -> int | None | Unset:
             if data is None:
@@ -140,6 +147,7 @@ class SettingsView:
             group_weights=group_weights,
             paused=paused,
             retain_ms=retain_ms,
+            shards=shards,
             group_max_in_flight=group_max_in_flight,
             max_in_flight=max_in_flight,
             rate_limit=rate_limit,

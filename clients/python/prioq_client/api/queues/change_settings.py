@@ -50,6 +50,11 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_401
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -99,7 +104,8 @@ def sync_detailed(
     or `application/json`: fields left out stay, `null` resets a field to
     its default. Every instance applies the change to its next claim. An
     unknown field or a value out of range answers 422 naming it, and
-    nothing changes.
+    nothing changes. `shards` changes only while the queue holds no job in
+    any state; otherwise 409 `conflict`, and nothing changes.
 
     Args:
         queue (str):
@@ -139,7 +145,8 @@ def sync(
     or `application/json`: fields left out stay, `null` resets a field to
     its default. Every instance applies the change to its next claim. An
     unknown field or a value out of range answers 422 naming it, and
-    nothing changes.
+    nothing changes. `shards` changes only while the queue holds no job in
+    any state; otherwise 409 `conflict`, and nothing changes.
 
     Args:
         queue (str):
@@ -174,7 +181,8 @@ async def asyncio_detailed(
     or `application/json`: fields left out stay, `null` resets a field to
     its default. Every instance applies the change to its next claim. An
     unknown field or a value out of range answers 422 naming it, and
-    nothing changes.
+    nothing changes. `shards` changes only while the queue holds no job in
+    any state; otherwise 409 `conflict`, and nothing changes.
 
     Args:
         queue (str):
@@ -212,7 +220,8 @@ async def asyncio(
     or `application/json`: fields left out stay, `null` resets a field to
     its default. Every instance applies the change to its next claim. An
     unknown field or a value out of range answers 422 naming it, and
-    nothing changes.
+    nothing changes. `shards` changes only while the queue holds no job in
+    any state; otherwise 409 `conflict`, and nothing changes.
 
     Args:
         queue (str):
