@@ -232,7 +232,8 @@ impl Broker {
         let settings = self.settings_in(&keys(0, old)).await?;
         let copy = SettingsChange::replacing(&settings);
         for shard in 1..shards {
-            self.configure_in(&keys(shard, shards), &copy, false).await?;
+            self.configure_in(&keys(shard, shards), &copy, false)
+                .await?;
             step(keys(shard, shards), "set", shards).await?;
         }
         step(keys(0, shards), "set", shards).await?;

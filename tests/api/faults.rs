@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use prioq::config::Config;
 use prioq::queue::keys::{Key, QueueKeys};
 use prioq::queue::record::Record;
 use reqwest::StatusCode;
@@ -31,7 +32,7 @@ use crate::guide::claim_in_process_and_kill_answer;
 use crate::ops::within;
 use crate::proxy::Nginx;
 use crate::support::{
-    RedisServer, Service, TempDir, function_calls, redis, redis_connection, script_calls,
+    RedisServer, Service, TempDir, TestApp, function_calls, redis, redis_connection, script_calls,
     spawn_app_with, test_config, unique_prefix, until, until_script_calls_exceed,
 };
 
@@ -1113,6 +1114,85 @@ pub(crate) async fn consume(client: Client, name: String, lease_ms: u64, stop: C
     }
 }
 
+/// Two instances on `config`, and a client of queue `queue` that sends its
+/// requests to both in turn, filing them in its ledger.
+pub(crate) async fn two_instances(
+    config: &Config,
+    queue: &str,
+) -> (TestApp, TestApp, Arc<Ledger>, Client) {
+    let a = spawn_app_with(config.clone()).await;
+    let b = spawn_app_with(config.clone()).await;
+    let ledger = Arc::new(Ledger::default());
+    let client = Client::new(
+        Arc::clone(&ledger),
+        vec![a.base.clone(), b.base.clone()],
+        queue,
+    );
+    (a, b, ledger, client)
+}
+
+/// The load of the restart tests: producers (a job every 3 ms, up to 5,000
+/// each) and consumers, through one client, until drained.
+pub(crate) struct Load {
+    stop_producing: CancellationToken,
+    stop_consuming: CancellationToken,
+    producers: Vec<tokio::task::JoinHandle<()>>,
+    consumers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    pub(crate) fn start(
+        client: &Client,
+        producers: usize,
+        consumers: usize,
+        lease_ms: u64,
+    ) -> Self {
+        let stop_producing = CancellationToken::new();
+        let stop_consuming = CancellationToken::new();
+        let producers = (0..producers)
+            .map(|p| {
+                tokio::spawn(produce(
+                    client.clone(),
+                    format!("p{p}"),
+                    5000,
+                    Duration::from_millis(3),
+                    stop_producing.clone(),
+                ))
+            })
+            .collect();
+        let consumers = (0..consumers)
+            .map(|c| {
+                tokio::spawn(consume(
+                    client.clone(),
+                    format!("c{c}"),
+                    lease_ms,
+                    stop_consuming.clone(),
+                ))
+            })
+            .collect();
+        Self {
+            stop_producing,
+            stop_consuming,
+            producers,
+            consumers,
+        }
+    }
+
+    /// Stops producing, waits until every job the client created is acked
+    /// (at most `within`), then stops consuming.
+    pub(crate) async fn drain(self, client: &Client, within: Duration) {
+        self.stop_producing.cancel();
+        for producer in self.producers {
+            producer.await.expect("producer");
+        }
+        client.until_drained(within).await;
+        self.stop_consuming.cancel();
+        for consumer in self.consumers {
+            consumer.await.expect("consumer");
+        }
+    }
+}
+
 /// Waits until `condition` holds on the ledger, failing after `within`.
 async fn until_ledger(
     ledger: &Ledger,
@@ -1147,38 +1227,8 @@ async fn restart_under_load(flags: &str) -> (Report, Inventory) {
     let mut config = test_config();
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 500;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let ledger = Arc::new(Ledger::default());
-    let client = Client::new(
-        Arc::clone(&ledger),
-        vec![a.base.clone(), b.base.clone()],
-        "restart",
-    );
-
-    let stop_producing = CancellationToken::new();
-    let stop_consuming = CancellationToken::new();
-    let producers: Vec<_> = (0..2)
-        .map(|p| {
-            tokio::spawn(produce(
-                client.clone(),
-                format!("p{p}"),
-                5000,
-                Duration::from_millis(3),
-                stop_producing.clone(),
-            ))
-        })
-        .collect();
-    let consumers: Vec<_> = (0..3)
-        .map(|c| {
-            tokio::spawn(consume(
-                client.clone(),
-                format!("c{c}"),
-                1500,
-                stop_consuming.clone(),
-            ))
-        })
-        .collect();
+    let (_a, _b, ledger, client) = two_instances(&config, "restart").await;
+    let load = Load::start(&client, 2, 3, 1500);
 
     until_ledger(
         &ledger,
@@ -1215,15 +1265,7 @@ async fn restart_under_load(flags: &str) -> (Report, Inventory) {
         |l| l.created() >= created_before + 200,
     )
     .await;
-    stop_producing.cancel();
-    for producer in producers {
-        producer.await.expect("producer");
-    }
-    client.until_drained(Duration::from_secs(20)).await;
-    stop_consuming.cancel();
-    for consumer in consumers {
-        consumer.await.expect("consumer");
-    }
+    load.drain(&client, Duration::from_secs(20)).await;
 
     let stored = inventory(&config.redis_url, &config.key_prefix, "restart").await;
     let report = ledger.audit(&stored);

@@ -15,12 +15,11 @@ use prioq::config::Config;
 use prioq::queue::keys::{Key, QueueKeys, shard_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{RedisCluster, shared_cluster};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
 use crate::fairness::{check_pause, configure, enqueue_many};
-use crate::faults::{Client, Ledger, consume, inventory_of_shards, produce};
+use crate::faults::{Load, inventory_of_shards, two_instances};
 use crate::guide::{check_fifty_workers, check_priority_order, claim_in_process_and_kill_answer};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
 use crate::schedules::{check_deleted_schedule, check_fires_once_per_fire_time};
@@ -457,13 +456,8 @@ async fn a_fire_left_owed_is_paid_by_a_sweeper_once() {
     let spec = json!({"cron": "0 0 1 1 *", "timezone": "UTC", "task": "report",
                       "args": {"n": 1}, "priority": 3, "max_attempts": 2, "group": null,
                       "retain_ms": 0, "paused": false});
-    let () = redis::cmd("HSET")
-        .arg(home.key(Key::ScheduleOwed))
-        .arg("nightly:1000")
-        .arg(format!("1000:{spec}"))
-        .query_async(&mut conn)
-        .await
-        .expect("HSET");
+    let owed = home.key(Key::ScheduleOwed);
+    owe(&mut conn, owed, &spec).await;
     let app = spawn_app_with(config.clone()).await;
     let job = app
         .wait_for_job("owed", "nightly:1000", Duration::from_secs(5), |j| {
@@ -479,19 +473,7 @@ async fn a_fire_left_owed_is_paid_by_a_sweeper_once() {
         ),
         (json!("report"), json!({"n": 1}), json!(3), json!("nightly"))
     );
-    until(Duration::from_secs(5), "the debt is cleared", || {
-        let mut conn = conn.clone();
-        let key = home.key(Key::ScheduleOwed).to_owned();
-        async move {
-            let left: u64 = redis::cmd("HLEN")
-                .arg(key)
-                .query_async(&mut conn)
-                .await
-                .expect("HLEN");
-            left == 0
-        }
-    })
-    .await;
+    until_paid(&conn, owed, "the debt is cleared").await;
     // Paid again (a second sweeper saw the debt too): nothing new.
     let claimed = app.claim("owed", json!({})).await;
     assert_eq!(claimed.len(), 1);
@@ -499,34 +481,41 @@ async fn a_fire_left_owed_is_paid_by_a_sweeper_once() {
         app.ack("owed", &claimed[0]).await.status,
         StatusCode::NO_CONTENT
     );
-    let () = redis::cmd("HSET")
-        .arg(home.key(Key::ScheduleOwed))
-        .arg("nightly:1000")
-        .arg(format!("1000:{spec}"))
-        .query_async(&mut conn)
-        .await
-        .expect("HSET");
-    until(
-        Duration::from_secs(5),
-        "the repeated debt is cleared",
-        || {
-            let mut conn = conn.clone();
-            let key = home.key(Key::ScheduleOwed).to_owned();
-            async move {
-                let left: u64 = redis::cmd("HLEN")
-                    .arg(key)
-                    .query_async(&mut conn)
-                    .await
-                    .expect("HLEN");
-                left == 0
-            }
-        },
-    )
-    .await;
+    owe(&mut conn, owed, &spec).await;
+    until_paid(&conn, owed, "the repeated debt is cleared").await;
     assert_eq!(
         app.job("owed", "nightly:1000").await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+/// Records the fire `nightly:1000` of a schedule of definition `spec` as
+/// owed in hash `owed`, since long ago.
+async fn owe(conn: &mut redis::cluster_async::ClusterConnection, owed: &str, spec: &Value) {
+    redis::cmd("HSET")
+        .arg(owed)
+        .arg("nightly:1000")
+        .arg(format!("1000:{spec}"))
+        .query_async::<()>(conn)
+        .await
+        .expect("HSET");
+}
+
+/// Waits until no fire is owed in hash `owed`.
+async fn until_paid(conn: &redis::cluster_async::ClusterConnection, owed: &str, what: &str) {
+    until(Duration::from_secs(5), what, || {
+        let mut conn = conn.clone();
+        let owed = owed.to_owned();
+        async move {
+            let left: u64 = redis::cmd("HLEN")
+                .arg(owed)
+                .query_async(&mut conn)
+                .await
+                .expect("HLEN");
+            left == 0
+        }
+    })
+    .await;
 }
 
 /// Every endpoint that names one job, the DLQ's pages, the groups' page
@@ -768,37 +757,8 @@ async fn a_primary_failover_under_load_loses_nothing_acknowledged() {
     let mut config = cluster.config();
     config.redis_timeout_ms = 1000;
     preshard(&config, &["failover"], 3).await;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let ledger = Arc::new(Ledger::default());
-    let client = Client::new(
-        Arc::clone(&ledger),
-        vec![a.base.clone(), b.base.clone()],
-        "failover",
-    );
-    let stop_producing = CancellationToken::new();
-    let stop_consuming = CancellationToken::new();
-    let producers: Vec<_> = (0..2)
-        .map(|p| {
-            tokio::spawn(produce(
-                client.clone(),
-                format!("p{p}"),
-                5000,
-                Duration::from_millis(3),
-                stop_producing.clone(),
-            ))
-        })
-        .collect();
-    let consumers: Vec<_> = (0..3)
-        .map(|c| {
-            tokio::spawn(consume(
-                client.clone(),
-                format!("c{c}"),
-                2000,
-                stop_consuming.clone(),
-            ))
-        })
-        .collect();
+    let (_a, _b, ledger, client) = two_instances(&config, "failover").await;
+    let load = Load::start(&client, 2, 3, 2000);
     let created = |n: u64| {
         let ledger = Arc::clone(&ledger);
         move || {
@@ -840,15 +800,7 @@ async fn a_primary_failover_under_load_loses_nothing_acknowledged() {
         created(after),
     )
     .await;
-    stop_producing.cancel();
-    for producer in producers {
-        producer.await.expect("producer");
-    }
-    client.until_drained(Duration::from_secs(30)).await;
-    stop_consuming.cancel();
-    for consumer in consumers {
-        consumer.await.expect("consumer");
-    }
+    load.drain(&client, Duration::from_secs(30)).await;
     let mut conn = cluster_connection(&cluster.urls()).await;
     let stored = inventory_of_shards(&mut conn, &config.key_prefix, "failover", 3).await;
     let report = ledger.audit(&stored);
