@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{RedisCluster, shared_cluster};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
-use crate::fairness::{check_pause, configure, enqueue_many};
+use crate::fairness::{check_group_cap, check_pause, check_rate_limit, configure, enqueue_many};
 use crate::faults::{Load, inventory_of_shards, two_instances};
 use crate::guide::{check_fifty_workers, check_priority_order, claim_in_process_and_kill_answer};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
@@ -444,6 +444,18 @@ async fn sharded_deleted_schedule_stops_firing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sharded_pause_on_one_instance_holds_claims_on_another() {
     check_pause(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sharded_group_cap_holds_fleet_wide_when_it_divides_evenly() {
+    // A cap of 3 over 3 shards: 1 in each, 3 fleet-wide, as unsharded.
+    check_group_cap(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sharded_rate_limit_bounds_what_the_fleet_hands_out() {
+    // A burst of 10 over 2 shards: 5 in each, the bound as unsharded.
+    check_rate_limit(sharded_cluster(&["q"], 2).await).await;
 }
 
 /// A fire recorded as owed whose job was never made (its instance died
