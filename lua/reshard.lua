@@ -1,8 +1,9 @@
 -- reshard: one step of changing the number of shards a queue is split
--- over, on one shard. prioq first freezes every current shard (claims and
--- acks go on; enqueues are refused, see `check_shards`) and counts their
--- jobs; when none holds a job it writes the new number to every shard of
--- the new count, the home last, else it unfreezes them.
+-- over, on one shard. prioq first freezes every current shard (its
+-- `exchange` calls, and so its enqueues, claims and acks, are refused and
+-- wait, see `check_shards`) and counts their jobs; when none holds a job it
+-- writes the new number to every shard of the new count, the home last,
+-- else it unfreezes them.
 -- KEYS: meta, jobs
 -- ARGV[1] 'freeze' or 'set', ARGV[2] for 'freeze' the current number of
 --   shards k (the shard holds k, or -k from a change cut short); for 'set'

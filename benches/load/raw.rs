@@ -88,12 +88,12 @@ impl Calls {
             worker: String::new(),
             acks,
         };
-        self.push(keys, vec![Exchange::Claim(claim)]);
+        self.push(keys, vec![Exchange::Claim(Arc::new(claim))]);
     }
 
     /// Adds one call of one ack request.
     fn ack(&mut self, keys: &QueueKeys, acks: Vec<Ack>) {
-        self.push(keys, vec![Exchange::Ack(acks)]);
+        self.push(keys, vec![Exchange::Ack(Arc::new(acks))]);
     }
 
     /// Sends the pipeline and reads every call's answers.

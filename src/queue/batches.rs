@@ -56,7 +56,7 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
 }
 
 /// One request's claim: its acks first, then up to `max_jobs` jobs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ClaimEntry {
     pub lease_ms: u64,
     pub max_jobs: u32,
@@ -86,12 +86,14 @@ pub enum Held {
     RateLimit(std::time::Duration),
 }
 
-/// One request on its way to the `exchange` function.
+/// One request on its way to the `exchange` function. A claim and acks
+/// are shared, not copied, with the caller, which keeps them to send again
+/// when the call is refused for a changed number of shards.
 #[derive(Debug)]
 pub enum Exchange {
     Enqueue(Vec<OutgoingJob>),
-    Claim(ClaimEntry),
-    Ack(Vec<Ack>),
+    Claim(Arc<ClaimEntry>),
+    Ack(Arc<Vec<Ack>>),
 }
 
 /// What the `exchange` function answers one request.
@@ -229,7 +231,7 @@ pub fn exchange_command(
     let mut claims = Vec::new();
     for entry in entries {
         match entry {
-            Exchange::Ack(leases) => acks.extend(leases),
+            Exchange::Ack(leases) => acks.extend(leases.iter()),
             Exchange::Enqueue(jobs) => enqueues.push(jobs),
             Exchange::Claim(claim) => claims.push(claim),
         }
@@ -413,14 +415,14 @@ impl Lane<ExchangeBatch> {
         }
     }
 
-    pub(crate) async fn claim(self: &Arc<Self>, claim: ClaimEntry) -> Result<Claimed> {
+    pub(crate) async fn claim(self: &Arc<Self>, claim: Arc<ClaimEntry>) -> Result<Claimed> {
         match self.submit(Exchange::Claim(claim)).await? {
             Exchanged::Claimed(claimed) => Ok(claimed),
             _ => Err(malformed()),
         }
     }
 
-    pub(crate) async fn ack(self: &Arc<Self>, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+    pub(crate) async fn ack(self: &Arc<Self>, acks: Arc<Vec<Ack>>) -> Result<Vec<AckOutcome>> {
         match self.submit(Exchange::Ack(acks)).await? {
             Exchanged::Acked(outcomes) => Ok(outcomes),
             _ => Err(malformed()),

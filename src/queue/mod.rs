@@ -615,11 +615,11 @@ impl Broker {
     /// queue's one shard in one call, or from a sharded queue's shards
     /// that hold the most urgent ones (see `claim_shards`).
     async fn claim_once(&self, queue: &str, entry: ClaimEntry) -> Result<Claimed> {
-        let entry = &entry;
+        let entry = &Arc::new(entry);
         let (lanes, claimed) = self
             .routed(queue, |lanes| async move {
                 let claimed = if lanes.count() == 1 {
-                    lanes.home().lane.claim(entry.clone()).await?
+                    lanes.home().lane.claim(Arc::clone(entry)).await?
                 } else {
                     self.claim_shards(&lanes, entry).await?
                 };
@@ -662,11 +662,13 @@ impl Broker {
         for (_, shard) in offers.iter().take(want) {
             asks[*shard] += 1;
         }
-        let ask = |max_jobs, acks| ClaimEntry {
-            lease_ms: entry.lease_ms,
-            max_jobs,
-            worker: entry.worker.clone(),
-            acks,
+        let ask = |max_jobs, acks| {
+            Arc::new(ClaimEntry {
+                lease_ms: entry.lease_ms,
+                max_jobs,
+                worker: entry.worker.clone(),
+                acks,
+            })
         };
         // The acks by shard: where each stood in the request, and the ack.
         let mut acks: Vec<(Vec<usize>, Vec<Ack>)> = vec![Default::default(); lanes.shards.len()];
@@ -687,7 +689,7 @@ impl Broker {
             join_all(claims.collect::<Vec<_>>()),
             join_all(alone.iter().map(|shard| {
                 let part = std::mem::take(&mut acks[*shard].1);
-                lanes.shards[*shard].lane.ack(part)
+                lanes.shards[*shard].lane.ack(Arc::new(part))
             }))
         );
         let mut claimed = Claimed {
@@ -702,9 +704,15 @@ impl Broker {
                 acked[*i] = *outcome;
             }
         };
+        // Whether some shard's part went through: then the claim must not
+        // be routed anew, which would apply that part twice.
+        let mut applied = false;
         for (shard, outcome) in alone.iter().zip(acked_alone) {
             match outcome {
-                Ok(outcomes) => file_acks(*shard, &outcomes, &mut claimed.acked),
+                Ok(outcomes) => {
+                    applied = true;
+                    file_acks(*shard, &outcomes, &mut claimed.acked);
+                }
                 Err(error) => {
                     ack_failure.get_or_insert(error);
                 }
@@ -733,6 +741,7 @@ impl Broker {
         for (shard, outcome) in first.iter().zip(claims) {
             let outcome = match outcome {
                 Ok(part) => {
+                    applied = true;
                     file_acks(*shard, &part.acked, &mut claimed.acked);
                     Ok(part)
                 }
@@ -784,26 +793,36 @@ impl Broker {
         }
         claimed.jobs.extend(parts.into_iter().flatten());
         claimed.jobs.sort_by_key(|job| job.priority);
-        match (ack_failure, failure) {
-            (Some(error), _) => Err(error),
-            (None, Some(error)) if claimed.jobs.is_empty() => Err(error),
-            _ => Ok(claimed),
+        let error = match (ack_failure, failure) {
+            (Some(error), _) => error,
+            (None, Some(error)) if claimed.jobs.is_empty() => error,
+            _ => return Ok(claimed),
+        };
+        match error {
+            QueueError::ShardsChanged if applied => Err(QueueError::Unknown(anyhow::anyhow!(
+                "the shards changed under a claim after some of its parts were applied"
+            ))),
+            error => Err(error),
         }
     }
 
     /// Acknowledges jobs in their shards, each shard's at once.
-    async fn ack_shards(&self, lanes: &QueueLanes, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+    async fn ack_shards(
+        &self,
+        lanes: &QueueLanes,
+        acks: &Arc<Vec<Ack>>,
+    ) -> Result<Vec<AckOutcome>> {
         if acks.is_empty() {
             return Ok(Vec::new());
         }
         if lanes.count() == 1 {
-            return lanes.home().lane.ack(acks).await;
+            return lanes.home().lane.ack(Arc::clone(acks)).await;
         }
         let outcomes = scatter(
             lanes,
-            acks,
+            acks.to_vec(),
             |ack| &ack.id,
-            |lane, part| async move { lane.ack(part).await },
+            |lane, part| async move { lane.ack(Arc::new(part)).await },
         )
         .await;
         let failed = outcomes.iter().any(Result::is_err);
@@ -822,12 +841,12 @@ impl Broker {
 
     /// Acknowledges finished jobs, each on its own terms.
     pub async fn ack(&self, queue: &str, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
-        let acks = &acks;
+        let acks = &Arc::new(acks);
         let (lanes, outcomes) = self
             // Acks go in `exchange` calls, which refuse a stale count of
             // shards: a job not found is not in another shard.
             .routed(queue, |lanes| async move {
-                let outcomes = self.ack_shards(&lanes, acks.clone()).await?;
+                let outcomes = self.ack_shards(&lanes, acks).await?;
                 Ok((lanes, outcomes))
             })
             .await?;
