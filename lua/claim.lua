@@ -7,8 +7,8 @@
 -- those a claim per request would have taken, one after the other.
 -- Its section of ARGV: the number of requests, then per request lease_ms,
 -- max_jobs, worker ('' for none), number of acks, and an id, a lease token
--- and a result ('' for none) per ack (the acks go with the call's other
--- acks, before any job is handed out).
+-- and a result ('' for none) per ack (applied before the request's jobs
+-- are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
 -- and then id, record and lease token per job; and why fewer jobs than
 -- asked were handed out: '' (none waiting, or all handed out), 'paused',
@@ -31,6 +31,24 @@ local function take_first_of_least_urgent(q)
   local first = redis.call('ZRANGE', q.pending, class, '(' .. (class + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   redis.call('ZREM', q.pending, first[1])
   return first
+end
+
+-- Whether the member `a_id` of score `a` comes before `b_id` of score `b`
+-- in a sorted set: by score, then by bytes.
+local function before(a, a_id, b, b_id)
+  local x, y = tonumber(a), tonumber(b)
+  if x ~= y then return x < y end
+  return bytes_before(a_id, b_id)
+end
+
+-- Puts the pairs of `popped` from pair `first` on back into pending.
+local function put_back(q, popped, first)
+  local adds = {}
+  for i = 2 * first - 1, #popped, 2 do
+    adds[#adds + 1] = popped[i + 1]
+    adds[#adds + 1] = popped[i]
+  end
+  redis.call('ZADD', q.pending, unpack(adds))
 end
 
 -- Refills the rate limit's bucket to now: answers the tokens in it.
@@ -66,8 +84,17 @@ local function take_jobs(c, wanted, handed, ppm)
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.
     local refilled = false
+    -- The most urgent head refilled in this pop, {id, score}.
+    local first_refill = nil
     for i, id in ipairs(ids) do
       local record, member_score = records[i], popped[2 * i]
+      -- A group's next job may come before the rest of this pop, as it
+      -- would for claims of one job each: the rest go back, and the next
+      -- pop takes them in order with it.
+      if first_refill and before(first_refill[2], first_refill[1], member_score, id) then
+        put_back(q, popped, i)
+        break
+      end
       local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
       if group and at_cap(c, group) then
@@ -79,7 +106,13 @@ local function take_jobs(c, wanted, handed, ppm)
         if group then
           count_waiting(c, group, -1)
           count_inflight(c, group, 1)
-          refilled = refill_head(c, group, prio) or refilled
+          local head = refill_head(c, group, prio)
+          if head then
+            refilled = true
+            if not first_refill or before(head[2], head[1], first_refill[2], first_refill[1]) then
+              first_refill = head
+            end
+          end
         end
       end
     end
@@ -97,33 +130,30 @@ local function take_jobs(c, wanted, handed, ppm)
   return taken, records_taken
 end
 
--- Reads the section that starts at `at`: where each request's lease_ms
--- is in ARGV; its acks go at the end of `acks` (id, token, result
--- triples). Answers
--- those places and where the next section starts.
-local function read_claims(argv, at, acks)
+-- Reads the section that starts at `at`: per request, where its lease_ms
+-- is in ARGV and where its acks (id, token, result triples) start and
+-- end. Answers those and where the next section starts.
+local function read_claims(argv, at)
   local requests, count = {}, tonumber(argv[at])
   at = at + 1
   for r = 1, count do
-    requests[r] = at
     local n = tonumber(argv[at + 3])
-    at = at + 4
-    for i = at, at + 3 * n - 1 do
-      acks[#acks + 1] = argv[i]
-    end
-    at = at + 3 * n
+    requests[r] = {at = at, acks = at + 4, last_ack = at + 3 + 3 * n}
+    at = at + 4 + 3 * n
   end
   return requests, at
 end
 
--- Hands out jobs to the `requests` read by `read_claims`, at `now`; the
+-- Hands out jobs to requests first..last of `requests`, at `now`; the
 -- answers go at the end of `out`. `ppm` is the bulk floor in parts per
 -- million of jobs handed out; a job's lease token is `token_prefix` ..
--- '-' .. n, n counting the call's leases.
-local function claim_all(c, argv, requests, now, ppm, token_prefix, out)
+-- '-' .. n, n counting the call's leases (`c.leased`). Answers why fewer
+-- jobs than asked were handed out and the wait for the next rate limit
+-- token.
+local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, out)
   local q, wanted = c.q, 0
-  for _, at in ipairs(requests) do
-    wanted = wanted + tonumber(argv[at + 1])
+  for r = first, last do
+    wanted = wanted + tonumber(argv[requests[r].at + 1])
   end
 
   -- What the queue's settings let out now.
@@ -155,12 +185,14 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, out)
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
   local deadlines, leases, next = {}, {}, 1
-  for _, at in ipairs(requests) do
+  for r = first, last do
+    local at = requests[r].at
     local deadline, worker = ms(now + tonumber(argv[at])), argv[at + 2]
     local count = math.min(tonumber(argv[at + 1]), #taken - next + 1)
     out[#out + 1] = count
     for n = next, next + count - 1 do
-      local id, token = taken[n], token_prefix .. '-' .. n
+      c.leased = c.leased + 1
+      local id, token = taken[n], token_prefix .. '-' .. c.leased
       local retain = retain_of(records[n])
       deadlines[#deadlines + 1] = deadline
       deadlines[#deadlines + 1] = id
@@ -175,6 +207,45 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, out)
   if #taken > 0 then
     redis.call('ZADD', q.processing, unpack(deadlines))
     redis.call('HSET', q.leases, unpack(leases))
+  end
+  return limited, wait_ms
+end
+
+-- Serves the claim `requests` read by `read_claims`, at `now`: each one's
+-- acks, then its jobs. Their ack statuses go at the end of `statuses`,
+-- their answers at the end of `out`. A request's acks and its claim are
+-- one step: where an ack can change what a claim may take (a group cap,
+-- max_in_flight), each request's acks come right before its own claim;
+-- elsewhere every request's acks go first and the jobs are handed out
+-- together, which no claim can tell apart.
+local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, out)
+  c.leased = 0
+  local acked_with = false
+  for _, request in ipairs(requests) do
+    if request.last_ack >= request.acks then acked_with = true end
+  end
+  local function ack(list, first, last)
+    for _, status in ipairs(ack_all(c, list, first, last, now)) do
+      statuses[#statuses + 1] = status
+    end
+  end
+  if not (acked_with and (c.group_cap or c.max_in_flight)) then
+    if acked_with then
+      local acks = {}
+      for _, request in ipairs(requests) do
+        for i = request.acks, request.last_ack do
+          acks[#acks + 1] = argv[i]
+        end
+      end
+      ack(acks, 1, #acks)
+    end
+    return hand_out(c, argv, requests, 1, #requests, now, ppm, token_prefix, out)
+  end
+  local limited, wait_ms = '', 0
+  for r, request in ipairs(requests) do
+    ack(argv, request.acks, request.last_ack)
+    local why, wait = hand_out(c, argv, requests, r, r, now, ppm, token_prefix, out)
+    if why ~= '' then limited, wait_ms = why, wait end
   end
   return limited, wait_ms
 end

@@ -2,16 +2,17 @@
 -- request is answered on its own; the writes of all of them go in one
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
--- number of jobs and seven ARGV per job: id, priority, delay_ms,
+-- number of jobs and eight ARGV per job: id, priority, delay_ms,
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
--- queue's), body (see the record layout).
+-- queue's), body (see the record layout), and in a sharded queue its
+-- arrival number ('' otherwise; see `take_tags`).
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created, else the view of the job already known
 -- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it: the request wrote nothing
 -- and has no jobs.
 -- Errors: none; every outcome is in the reply.
-local PER_JOB = 7
+local PER_JOB = 8
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
 -- where its jobs start in ARGV, how many, and the number of jobs before
@@ -39,7 +40,7 @@ end
 -- and scheduled's adds). Answers false, having changed nothing, when a
 -- class's tags ran out.
 local function take_requests(c, argv, requests, first, last, known, w, now)
-  local fresh, prios, groups = {}, {}, {}
+  local fresh, prios, groups, arrivals = {}, {}, {}, {}
   for r = first, last do
     local request = requests[r]
     for i = 0, request.count - 1 do
@@ -49,11 +50,12 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         fresh[id] = base
         if argv[base + 2] == '0' then
           prios[#prios + 1], groups[#groups + 1] = tonumber(argv[base + 1]), argv[base + 4]
+          arrivals[#prios] = tonumber(argv[base + 7])
         end
       end
     end
   end
-  local tags = take_tags(c, prios, groups)
+  local tags = take_tags(c, prios, groups, arrivals)
   if not tags then return false end
   local now_varint, next_tag, records = varint(now), 1, w.records
   for r = first, last do

@@ -11,9 +11,8 @@
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
 --   million of jobs handed out, ARGV[5] lease token prefix, ARGV[6] the
---   number of shards the caller routed for, ARGV[7] the arrival number of
---   the first job enqueued, in a sharded queue ('' otherwise), then the
---   acks' section, the enqueues' and the claims'.
+--   number of shards the caller routed for, then the acks' section, the
+--   enqueues' and the claims'.
 -- Returns: {now, the acks' answers (the claims' acks after the others),
 --   the enqueues' answers, the claims' answers, why the claims got fewer
 --   jobs than asked, ms until the next rate limit token}; each part's
@@ -26,22 +25,20 @@ redis.register_function('exchange_' .. VERSION, function(keys, argv)
     results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
   }
   local acks = {}
-  local at = read_acks(argv, 8, acks)
+  local at = read_acks(argv, 7, acks)
   local enqueues
   enqueues, at = read_enqueues(argv, at)
-  local claims = read_claims(argv, at, acks)
+  local claims = read_claims(argv, at)
 
   local c = context(q, enqueues.fields)
   check_shards(c, argv[6])
-  c.arrival = tonumber(argv[7])
   local now = now_ms()
   local statuses = ack_all(c, acks, 1, #acks, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
-  c.arrival = nil
   if #claims > 0 then
     promote_due(c, now, tonumber(argv[3]))
-    limited, wait_ms = claim_all(c, argv, claims, now, tonumber(argv[4]), argv[5], claimed)
+    limited, wait_ms = claim_all(c, argv, claims, now, tonumber(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
   return {now, statuses, enqueued, claimed, limited, wait_ms}

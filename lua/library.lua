@@ -58,7 +58,8 @@
 --                       from k is under way (see `reshard`)
 --                     arrivals: in the home of a sharded queue, jobs
 --                       enqueued so far: their arrival numbers
---   weights    hash   group -> weight (groups weighing 1 are left out)
+--   weights    hash   group -> weight, for the groups given one (others
+--                     weigh 1)
 --   groups     zset   group -> its jobs waiting, for every named group with
 --                     jobs waiting or processing
 -- and, for each named group g, `<group prefix>g`, a zset like pending that
@@ -296,9 +297,6 @@ local function context(q, more)
     -- Jobs that ended, and when, for those waiting on them.
     ended = nil,
     ended_at = nil,
-    -- The arrival number of the next job without a group entering
-    -- pending, in a sharded queue's enqueue (see `take_tags`).
-    arrival = nil,
   }
 end
 
@@ -419,9 +417,10 @@ local function restart_class(c, prio)
 end
 
 -- Tags for jobs entering pending, taken together: job i is of class
--- prios[i] and group groups[i] ('' for none). Answers their tags, or nil
+-- prios[i] and group groups[i] ('' for none), and in a sharded queue's
+-- enqueue has the arrival number arrivals[i]. Answers their tags, or nil
 -- when a class's tag space is used up (then nothing is taken).
-local function take_tags(c, prios, groups, restarted)
+local function take_tags(c, prios, groups, arrivals, restarted)
   local taken, tags = {}, {}
   for i = 1, #prios do
     local prio, group = prios[i], groups[i]
@@ -432,16 +431,14 @@ local function take_tags(c, prios, groups, restarted)
     -- In a sharded queue the jobs without a group are tagged no earlier
     -- than their arrival number, taken from one counter in the queue's
     -- home: tags compare across shards, so claims keep arrival order.
-    if group == '' and c.arrival then
-      tag = math.max(tag, c.arrival * c.step)
-      c.arrival = c.arrival + 1
-    end
+    local arrival = arrivals and arrivals[i]
+    if group == '' and arrival then tag = math.max(tag, arrival * c.step) end
     local finish = tag + (group == '' and c.step or c.step / weight(c, group))
     if finish >= SPAN then
       restarted = restarted or {}
       if restarted[prio] or not restart_class(c, prio) then return nil end
       restarted[prio] = true
-      return take_tags(c, prios, groups, restarted)
+      return take_tags(c, prios, groups, arrivals, restarted)
     end
     taken[field] = finish
     tags[i] = tag
@@ -496,21 +493,22 @@ local function place(c, adds, id, prio, group, tag)
 end
 
 -- The next job of `group` in class `prio` becomes its head, if the group
--- has one waiting and is below its cap. Answers whether one did.
+-- has one waiting and is below its cap. Answers the new head, {id,
+-- score}, or nil.
 local function refill_head(c, group, prio)
   local fields = fields_of(prio)
   local head = fields.head .. group
   put(c, head, false)
-  if at_cap(c, group) then return false end
+  if at_cap(c, group) then return nil end
   local gkey = group_key(c, group)
   local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-  if #next == 0 then return false end
+  if #next == 0 then return nil end
   redis.call('ZREM', gkey, next[1])
   adding_to_pending(c)
   redis.call('ZADD', c.q.pending, next[2], next[1])
   put(c, head, next[1])
   add(c, fields.backlog, -1)
-  return true
+  return next
 end
 
 -- Gives `group` a head in every class it has jobs waiting in and no head:

@@ -4,7 +4,8 @@
 -- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, completed
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused,
---   completed}
+--   completed, the `shards` field of meta (see the library's header) or
+--   1}
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'stats_' .. VERSION,
@@ -55,6 +56,7 @@ redis.register_function{
       redis.call('ZCARD', groups),
       redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
       redis.call('ZCARD', completed),
+      tonumber(redis.call('HGET', meta, 'shards')) or 1,
     }
   end,
 }

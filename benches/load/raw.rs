@@ -75,6 +75,7 @@ impl Calls {
                 group: None,
                 retain_ms,
                 body: body.to_vec(),
+                arrival: None,
             })
             .collect();
         self.push(keys, vec![Exchange::Enqueue(jobs)]);

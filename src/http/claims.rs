@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::error::{ApiError, ApiPath, JsonBody, OptionalJsonBody, ProblemCode, Result};
+use super::error::{ApiError, ProblemCode, Result};
+use super::extract::{ApiPath, JsonBody, OptionalJsonBody, objects, optional_objects};
 use super::jobs::{JobView, check_delay, check_json};
 use super::params::{JobPath, QueuePath, is_job_id};
 use super::{AppState, AskedToWait};
@@ -54,6 +55,7 @@ pub struct ClaimRequest {
     wait_ms: u64,
     /// Jobs to acknowledge first, each by the single-ack rules (0 to 1000):
     /// a worker's finished job and its next claim in one request.
+    #[serde(default, deserialize_with = "optional_objects")]
     #[schema(max_items = 1000)]
     ack: Option<Vec<AckEntry>>,
 }
@@ -218,6 +220,7 @@ pub async fn ack(
 #[schema(example = json!({"jobs": [{"id": "order-1234", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-1"}, {"id": "order-1235", "lease_token": "9f1c0e6a2b7d4c3e8a5f1b2c3d4e5f60-2"}]}))]
 pub struct AckManyRequest {
     /// 1 to 1000 entries.
+    #[serde(deserialize_with = "objects")]
     #[schema(min_items = 1, max_items = 1000)]
     jobs: Vec<AckEntry>,
 }

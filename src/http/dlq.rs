@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ApiQuery, OptionalJsonBody, Result};
+use super::error::{ApiError, Result};
+use super::extract::{ApiPath, ApiQuery, OptionalJsonBody};
 use super::jobs::JobView;
 use super::params::{JobPath, QueuePath, parse_cursor};
 

@@ -13,7 +13,8 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ApiQuery, JsonBody, Result};
+use super::error::{ApiError, Result};
+use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::queue::{Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
@@ -189,6 +190,7 @@ pub(super) fn scheduled_job(
 #[schema(example = json!({"jobs": [{"task": "send_email", "args": {"to": "a@example.com"}, "priority": 0, "id": "order-1234"}, {"task": "nightly_digest", "priority": 9}]}))]
 pub struct EnqueueBatchRequest {
     /// 1 to 1000 jobs; FIFO inside a priority follows this order.
+    #[serde(deserialize_with = "objects")]
     #[schema(min_items = 1, max_items = 1000)]
     jobs: Vec<EnqueueRequest>,
 }

@@ -7,6 +7,7 @@ mod claims;
 mod dlq;
 pub mod error;
 mod exposition;
+pub mod extract;
 mod jobs;
 mod openapi;
 mod ops;

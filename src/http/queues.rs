@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ApiQuery, Result};
+use super::error::{ApiError, Result};
+use super::extract::{ApiPath, ApiQuery};
 use super::params::{QueuePath, parse_cursor};
 use crate::queue::QueueStats;
 

@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, JsonBody, Result};
+use super::error::{ApiError, Result};
+use super::extract::{ApiPath, JsonBody};
 use super::jobs::{default_priority, empty_args, scheduled_job, timestamp};
 use super::params::{QueuePath, SchedulePath};
 use crate::queue::{Cron, CronError, QueueError, Schedule, ScheduleSpec};

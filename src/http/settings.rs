@@ -10,7 +10,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, JsonBody, Result};
+use super::error::{ApiError, Result};
+use super::extract::{ApiPath, JsonBody, present_object};
 use super::params::{QueuePath, is_job_id};
 use crate::queue::keys::MAX_SHARDS;
 use crate::queue::{MAX_RETAIN_MS, RateLimit, Settings, SettingsChange};
@@ -90,7 +91,7 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u64>, minimum = 1, maximum = 1_000_000)]
     max_in_flight: Option<Option<u64>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     #[schema(value_type = Option<RateLimitPatch>)]
     rate_limit: Option<Option<RateLimitPatch>>,
     /// Weights 1 to 100 by group; `null` drops a group's weight (back to 1).
@@ -215,10 +216,7 @@ impl SettingsPatch {
                         ));
                     }
                     let weight = check_range(&field, Some(weight), &WEIGHT, "must be 1 to 100")?;
-                    // 1 is the default: kept as no weight at all.
-                    change
-                        .group_weights
-                        .push((group, weight.flatten().filter(|w| *w != 1)));
+                    change.group_weights.push((group, weight.flatten()));
                 }
             }
         }

@@ -33,6 +33,10 @@ pub struct OutgoingJob {
     pub retain_ms: Option<u64>,
     /// The record's body (`record::body`).
     pub body: Vec<u8>,
+    /// In a sharded queue, its arrival number when its request took one
+    /// for each of its jobs, in order, before it was split over shards;
+    /// `None` takes the next of its call's (see `Route`).
+    pub arrival: Option<u64>,
 }
 
 /// What the `exchange` function says of one enqueue request's jobs.
@@ -128,17 +132,31 @@ pub(crate) struct ExchangeBatch {
 type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64);
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// layout): their number, then seven arguments per job.
-pub(crate) fn push_jobs(cmd: &mut Cmd, jobs: &[OutgoingJob]) {
+/// layout): their number, then eight arguments per job. `sharded` holds,
+/// in a sharded queue's call, the next arrival number of the call for the
+/// jobs that have none of their own; outside one, jobs have none.
+pub(crate) fn push_jobs(
+    cmd: &mut Cmd,
+    jobs: &[OutgoingJob],
+    mut sharded: Option<&mut Option<u64>>,
+) {
     cmd.arg(jobs.len());
     for job in jobs {
+        let arrival = sharded.as_deref_mut().and_then(|next| {
+            job.arrival.or_else(|| {
+                let n = next.as_mut()?;
+                *n += 1;
+                Some(*n - 1)
+            })
+        });
         cmd.arg(&job.id)
             .arg(job.priority)
             .arg(job.delay_ms)
             .arg(job.max_attempts)
             .arg(job.group.as_deref().unwrap_or(""))
             .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
-            .arg(&job.body);
+            .arg(&job.body)
+            .arg(arrival.map(|n| n.to_string()).unwrap_or_default());
     }
 }
 
@@ -186,23 +204,29 @@ impl ExchangeBatch {
         let jobs: usize = entries
             .iter()
             .map(|entry| match entry {
-                Exchange::Enqueue(jobs) => jobs.len(),
+                Exchange::Enqueue(jobs) => jobs.iter().filter(|job| job.arrival.is_none()).count(),
                 _ => 0,
             })
             .sum();
         if jobs == 0 {
             return Ok(None);
         }
-        let mut cmd = redis::cmd("HINCRBY");
-        cmd.arg(meta).arg("arrivals").arg(jobs);
-        let last: u64 = self.redis.query(&cmd).await?;
-        Ok(Some(last - jobs as u64 + 1))
+        reserve_arrivals(&self.redis, meta, jobs).await.map(Some)
     }
 }
 
+/// Reserves `count` arrival numbers from a sharded queue's counter in its
+/// home's `meta`: answers the first.
+pub(crate) async fn reserve_arrivals(redis: &Redis, meta: &str, count: usize) -> Result<u64> {
+    let mut cmd = redis::cmd("HINCRBY");
+    cmd.arg(meta).arg("arrivals").arg(count);
+    let last: u64 = redis.query(&cmd).await?;
+    Ok(last - count as u64 + 1)
+}
+
 /// Where an `exchange` call goes: the number of shards its queue was
-/// routed for, and the arrival number of its first enqueued job in a
-/// sharded queue.
+/// routed for, and in a sharded queue the arrival number of its first
+/// enqueued job that has none of its own.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
     pub shards: u32,
@@ -240,15 +264,15 @@ pub fn exchange_command(
     cmd.arg(CLAIM_PROMOTE_BATCH)
         .arg(floor_ppm)
         .arg(new_id())
-        .arg(route.shards)
-        .arg(route.arrival.map(|n| n.to_string()).unwrap_or_default());
+        .arg(route.shards);
     cmd.arg(acks.len());
     for ack in acks {
         push_ack(&mut cmd, ack);
     }
     cmd.arg(enqueues.len());
+    let mut arrivals = route.arrival;
     for jobs in enqueues {
-        push_jobs(&mut cmd, jobs);
+        push_jobs(&mut cmd, jobs, (route.shards > 1).then_some(&mut arrivals));
     }
     cmd.arg(claims.len());
     for claim in &claims {
@@ -386,13 +410,25 @@ fn claim_outcome(
 pub(crate) struct HeadsBatch {
     pub(crate) redis: Arc<Redis>,
     pub(crate) keys: Arc<QueueKeys>,
+    /// The bulk floor's share, in parts per million of jobs handed out.
+    pub(crate) floor_ppm: u64,
+    /// The number of shards of the queue this lane was routed for.
+    pub(crate) shards: u32,
+}
+
+/// What a shard offers claims (see `heads`).
+#[derive(Debug)]
+pub(crate) struct Line {
+    /// A group cap or max_in_flight is set: an ack could change the line.
+    pub(crate) capped: bool,
+    /// The score first in line for each claim of one job, in turn.
+    pub(crate) scores: Vec<f64>,
 }
 
 impl Batch for HeadsBatch {
-    /// How many scores the claim wants.
+    /// How many claims of one job the claim stands for.
     type Entry = u32;
-    /// Whether a scheduled job is due ("1" or "0"), then the scores.
-    type Reply = Arc<Vec<String>>;
+    type Reply = Arc<Line>;
 
     fn size(entry: &u32) -> (usize, usize) {
         (*entry as usize, 0)
@@ -400,8 +436,19 @@ impl Batch for HeadsBatch {
 
     async fn call(&self, entries: &[u32]) -> Result<Vec<Result<Self::Reply>>> {
         let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
-        cmd.arg(entries.iter().max().copied().unwrap_or(1));
-        let heads = Arc::new(self.redis.query::<Vec<String>>(&cmd).await?);
+        cmd.arg(CLAIM_PROMOTE_BATCH)
+            .arg(entries.iter().max().copied().unwrap_or(1))
+            .arg(self.floor_ppm)
+            .arg(self.shards);
+        let reply: Vec<String> = self.redis.query(&cmd).await?;
+        let (capped, scores) = reply.split_first().ok_or_else(malformed)?;
+        let heads = Arc::new(Line {
+            capped: capped == "1",
+            scores: scores
+                .iter()
+                .map(|score| score.parse::<f64>().map_err(|_| malformed()))
+                .collect::<Result<_>>()?,
+        });
         Ok(entries.iter().map(|_| Ok(Arc::clone(&heads))).collect())
     }
 }

@@ -126,7 +126,7 @@ impl Function {
     fn keys(self) -> &'static [Key] {
         use Key::*;
         match self {
-            Self::Exchange | Self::Nack => &[
+            Self::Exchange | Self::Nack | Self::Heads => &[
                 Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups,
                 Completed, Results, Progress,
             ],
@@ -179,7 +179,6 @@ impl Function {
                 Progress,
                 SchedulePaid,
             ],
-            Self::Heads => &[Pending, Scheduled],
             Self::Reshard => &[Meta, Jobs],
             Self::Schedules | Self::DeleteSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
             Self::PutSchedule => &[Schedules, ScheduleDue, ScheduleRuns],
@@ -215,7 +214,6 @@ impl Function {
                 | Self::Groups
                 | Self::Settings
                 | Self::Schedules
-                | Self::Heads
         )
     }
 
@@ -230,7 +228,8 @@ impl Function {
             | Self::Requeue
             | Self::Delete
             | Self::Fire
-            | Self::Pay => (true, true),
+            | Self::Pay
+            | Self::Heads => (true, true),
             Self::Configure => (true, false),
             Self::Extend
             | Self::Job
@@ -243,7 +242,6 @@ impl Function {
             | Self::Schedules
             | Self::PutSchedule
             | Self::DeleteSchedule
-            | Self::Heads
             | Self::Reshard => (false, false),
         }
     }

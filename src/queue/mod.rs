@@ -36,7 +36,7 @@ pub use batches::{
     ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob, Route,
     exchange_answers, exchange_command,
 };
-use batches::{ExchangeBatch, HeadsBatch};
+use batches::{ExchangeBatch, HeadsBatch, Line};
 pub use error::QueueError;
 pub use job::{Job, JobState, Lease};
 use keys::{Key, QueueKeys};
@@ -85,8 +85,9 @@ pub struct NewJob {
 }
 
 impl NewJob {
-    /// The job on its way to Redis under `id`.
-    fn outgoing(&self, id: &str) -> OutgoingJob {
+    /// The job on its way to Redis under `id`, with its arrival number in
+    /// a sharded queue when its request took one per job.
+    fn outgoing(&self, id: &str, arrival: Option<u64>) -> OutgoingJob {
         OutgoingJob {
             id: id.to_owned(),
             priority: self.priority,
@@ -95,6 +96,7 @@ impl NewJob {
             group: self.group.clone(),
             retain_ms: self.retain_ms,
             body: record::body(&self.task, self.args.get()),
+            arrival,
         }
     }
 
@@ -383,6 +385,8 @@ impl Broker {
                     HeadsBatch {
                         redis: Arc::clone(&self.redis),
                         keys: Arc::clone(&keys),
+                        floor_ppm: self.floor_ppm(),
+                        shards,
                     },
                     self.config.redis_timeout,
                     metrics(),
@@ -391,7 +395,7 @@ impl Broker {
                     ExchangeBatch {
                         redis: Arc::clone(&self.redis),
                         keys: Arc::clone(&keys),
-                        floor_ppm: (self.config.bulk_floor * 1_000_000.0).round() as u64,
+                        floor_ppm: self.floor_ppm(),
                         shards,
                         arrivals: arrivals.clone(),
                     },
@@ -406,6 +410,11 @@ impl Broker {
             counters,
             turn: AtomicU32::new(0),
         }
+    }
+
+    /// The bulk floor's share in parts per million of jobs handed out.
+    fn floor_ppm(&self) -> u64 {
+        (self.config.bulk_floor * 1_000_000.0).round() as u64
     }
 
     /// The queue's `shards` setting as its home has it; while a change is
@@ -484,7 +493,27 @@ impl Broker {
         let mut tries = 0;
         loop {
             let todo: Vec<usize> = (0..jobs.len()).filter(|i| answers[*i].is_none()).collect();
-            let outgoing = todo.iter().map(|i| jobs[*i].outgoing(&ids[*i])).collect();
+            // A request split over shards numbers its jobs' arrivals in
+            // its own order, before the parts go their ways.
+            let shards: HashSet<u32> = todo
+                .iter()
+                .map(|i| keys::shard_of(&ids[*i], lanes.count()))
+                .collect();
+            let first_arrival = match shards.len() > 1 {
+                true => {
+                    let meta = lanes.home().keys.key(Key::Meta);
+                    let reserve = batches::reserve_arrivals(&self.redis, meta, todo.len());
+                    Some(bounded_by(self.config.redis_timeout, reserve).await?)
+                }
+                false => None,
+            };
+            let outgoing = todo
+                .iter()
+                .enumerate()
+                .map(|(n, i)| {
+                    jobs[*i].outgoing(&ids[*i], first_arrival.map(|first| first + n as u64))
+                })
+                .collect();
             let outcomes = scatter(
                 &lanes,
                 outgoing,
@@ -630,15 +659,16 @@ impl Broker {
         Ok(claimed)
     }
 
-    /// A claim on a sharded queue. The first `max_jobs` scores of every
-    /// shard's pending jobs are read, all at once; then the shards holding
-    /// the most urgent `max_jobs` of them are asked for their share, at
-    /// once, each with the acks of its jobs (the other shards' acks go
-    /// alone, at the same time); when they give fewer (a race, a group at
-    /// its cap, a due scheduled job elsewhere), the other shards that
-    /// offered jobs are asked in turn for the rest.
+    /// A claim on a sharded queue. Every shard says, at once, the score
+    /// first in line for each of `max_jobs` claims of one job there (see
+    /// the `heads` function); claim after claim, the shard whose next
+    /// score is the lowest is picked, so the claim takes what as many
+    /// claims of one job would. The shards picked are then asked for
+    /// their share, at once, each with the acks of its jobs (the other
+    /// shards' acks go alone, at the same time); when they give fewer (a
+    /// race with another claim), the other shards are asked in turn for
+    /// the rest.
     async fn claim_shards(&self, lanes: &QueueLanes, entry: &ClaimEntry) -> Result<Claimed> {
-        let want = entry.max_jobs as usize;
         let heads = try_join_all(
             lanes
                 .shards
@@ -646,20 +676,38 @@ impl Broker {
                 .map(|shard| shard.heads.submit(entry.max_jobs)),
         )
         .await?;
-        // (score, shard) of every job offered, most urgent first.
-        let mut offers: Vec<(f64, usize)> = heads
-            .iter()
-            .enumerate()
-            .flat_map(|(shard, head)| {
-                head.iter()
-                    .skip(1)
-                    .take(want)
-                    .filter_map(move |score| Some((score.parse::<f64>().ok()?, shard)))
-            })
-            .collect();
-        offers.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Where an ack can change what a shard offers (a cap), the acks
+        // go first and the shards are read again, as a claim of one
+        // shard would see them.
+        if !entry.acks.is_empty() && heads.iter().any(|line| line.capped) {
+            let acked = self
+                .ack_shards(lanes, &Arc::new(entry.acks.clone()))
+                .await?;
+            let mut claimed = Box::pin(self.claim_shards(
+                lanes,
+                &ClaimEntry {
+                    lease_ms: entry.lease_ms,
+                    max_jobs: entry.max_jobs,
+                    worker: entry.worker.clone(),
+                    acks: Vec::new(),
+                },
+            ))
+            .await
+            .map_err(|error| match error {
+                // The acks went through: a claim routed anew would apply
+                // them twice.
+                QueueError::ShardsChanged => QueueError::Unknown(anyhow::anyhow!(
+                    "the shards changed under a claim after its acks were applied"
+                )),
+                error => error,
+            })?;
+            claimed.acked = acked;
+            return Ok(claimed);
+        }
+        let want = entry.max_jobs as usize;
+        let picks = merge_lines(&heads, want);
         let mut asks = vec![0u32; lanes.shards.len()];
-        for (_, shard) in offers.iter().take(want) {
+        for shard in &picks {
             asks[*shard] += 1;
         }
         let ask = |max_jobs, acks| {
@@ -757,42 +805,37 @@ impl Broker {
                 more.push(*shard);
             }
         }
-        // The rest: shards whose offers were not all asked for (best
-        // first), those that gave all they were asked, those with a due
-        // scheduled job.
-        let mut rest: Vec<usize> = Vec::new();
-        for (_, shard) in &offers {
-            if asks[*shard] == 0 && !rest.contains(shard) {
-                rest.push(*shard);
+        // The rest, when a race left the claim short: the shards with
+        // jobs in line that were not picked, then those that gave all
+        // they were asked.
+        if got < want {
+            let mut rest: Vec<usize> = (0..heads.len())
+                .filter(|shard| heads[*shard].scores.len() > asks[*shard] as usize)
+                .collect();
+            for shard in more {
+                if !rest.contains(&shard) {
+                    rest.push(shard);
+                }
+            }
+            for shard in rest {
+                let missing = want - got.min(want);
+                if missing == 0 {
+                    break;
+                }
+                let outcome = lanes.shards[shard]
+                    .lane
+                    .claim(ask(missing as u32, Vec::new()))
+                    .await;
+                got += take(shard, outcome, &mut claimed.held);
             }
         }
-        rest.extend(more);
-        for (shard, head) in heads.iter().enumerate() {
-            let due = head.first().is_some_and(|due| due == "1");
-            if due && asks[shard] == 0 && !rest.contains(&shard) {
-                rest.push(shard);
-            }
-        }
-        for shard in rest {
-            let missing = want - got.min(want);
-            if missing == 0 {
-                break;
-            }
-            let outcome = lanes.shards[shard]
-                .lane
-                .claim(ask(missing as u32, Vec::new()))
-                .await;
-            got += take(shard, outcome, &mut claimed.held);
-        }
-        // Most urgent first; inside a priority, in the order of the scores
-        // read, which is arrival order.
-        for (_, shard) in &offers {
+        // In the order the claims of one job would have taken them.
+        for shard in &picks {
             if let Some(job) = parts[*shard].pop_front() {
                 claimed.jobs.push(job);
             }
         }
         claimed.jobs.extend(parts.into_iter().flatten());
-        claimed.jobs.sort_by_key(|job| job.priority);
         let error = match (ack_failure, failure) {
             (Some(error), _) => error,
             (None, Some(error)) if claimed.jobs.is_empty() => error,
@@ -1068,6 +1111,23 @@ fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
     counters.claimed.increment(claimed.jobs.len() as u64);
     let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
     counters.acked.increment(acked.count() as u64);
+}
+
+/// The shard each of up to `want` claims of one job would take from, in
+/// turn: the one whose next score in line (`lines[shard]`) is the lowest,
+/// the lower shard on a tie.
+fn merge_lines(lines: &[Arc<Line>], want: usize) -> Vec<usize> {
+    let mut next = vec![0; lines.len()];
+    let mut picks = Vec::with_capacity(want);
+    while picks.len() < want {
+        let best = (0..lines.len())
+            .filter_map(|shard| Some((*lines[shard].scores.get(next[shard])?, shard)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((_, shard)) = best else { break };
+        next[shard] += 1;
+        picks.push(shard);
+    }
+    picks
 }
 
 /// Runs `items` in the shards their ids map to: each shard's part in one

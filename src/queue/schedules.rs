@@ -286,7 +286,7 @@ impl Broker {
                     .arg(lanes.count())
                     .arg(&due.spec)
                     .arg(1);
-                push_jobs(&mut cmd, std::slice::from_ref(job));
+                push_jobs(&mut cmd, std::slice::from_ref(job), None);
                 let answer: Vec<Value> = self.call(&cmd).await?;
                 // `None`: owed, its job still to be made.
                 let fired = match answer.as_slice() {
@@ -336,7 +336,7 @@ impl Broker {
             .routed(queue, |lanes| async move {
                 let mut cmd = LIBRARY.call(Function::Pay, &lanes.of(&job.id).keys);
                 cmd.arg(name).arg(lanes.count()).arg(1);
-                push_jobs(&mut cmd, std::slice::from_ref(job));
+                push_jobs(&mut cmd, std::slice::from_ref(job), None);
                 let answer: Vec<Value> = self.call(&cmd).await?;
                 match answer.as_slice() {
                     [status] if is(status, "PAID") => {}
@@ -371,6 +371,7 @@ impl ScheduleSpec {
             group: self.group.clone(),
             retain_ms: Some(self.retain_ms),
             body: body(&self.task, self.args.get()),
+            arrival: None,
         }
     }
 }

@@ -20,7 +20,7 @@ pub struct Settings {
     /// Jobs processing at once at most, fleet-wide.
     pub max_in_flight: Option<u64>,
     pub rate_limit: Option<RateLimit>,
-    /// Weights of groups other than 1.
+    /// The weights set, by group; a group not named weighs 1.
     pub group_weights: BTreeMap<String, u32>,
     /// Jobs processing at once at most per named group, fleet-wide.
     pub group_max_in_flight: Option<u64>,

@@ -7,7 +7,7 @@ use futures_util::future::try_join_all;
 
 use super::keys::Key;
 use super::library::{Function, LIBRARY};
-use super::{Broker, Result};
+use super::{Broker, QueueError, QueueLanes, Result};
 
 /// A queue's depth by state, and per priority class.
 #[derive(Debug, Clone, Default)]
@@ -37,19 +37,39 @@ pub struct ClassStats {
 
 /// The stats function's reply: counts by state, then
 /// `(priority, pending, oldest age ms)` per class, named groups, paused,
-/// completed.
-type RawStats = (u64, u64, u64, u64, u64, Vec<(u8, u64, u64)>, u64, u8, u64);
+/// completed, and the shard's `shards` field (-k while a change from k is
+/// under way).
+type RawStats = (
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    Vec<(u8, u64, u64)>,
+    u64,
+    u8,
+    u64,
+    i64,
+);
 
 impl Broker {
     /// A queue's counts, summed over its shards; a queue never used has
-    /// zeros.
+    /// zeros. The shards are those the home names when the counts are
+    /// read, as the settings show them.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let lanes = self.lanes(queue).await?;
+        self.routed(queue, |lanes| async move { self.stats_of(&lanes).await })
+            .await
+    }
+
+    async fn stats_of(&self, lanes: &QueueLanes) -> Result<QueueStats> {
         let parts = try_join_all(lanes.shards.iter().map(|shard| async move {
             let cmd = LIBRARY.call(Function::Stats, &shard.keys);
             self.call::<RawStats>(&cmd).await
         }))
         .await?;
+        if parts.first().map(|home| home.9) != Some(i64::from(lanes.count())) {
+            return Err(QueueError::ShardsChanged);
+        }
         let mut stats = QueueStats {
             shards: lanes.count(),
             ..QueueStats::default()
@@ -65,6 +85,7 @@ impl Broker {
             groups,
             paused,
             completed,
+            _,
         ) in parts
         {
             stats.pending += pending;

@@ -476,7 +476,7 @@ async fn settings_merge_patches_field_by_field() {
     assert_eq!(
         merged,
         json!({"paused": false, "max_in_flight": 5, "rate_limit": {"per_second": 2.5, "burst": 7},
-               "group_weights": {"b": 3}, "group_max_in_flight": null, "retain_ms": 60_000,
+               "group_weights": {"b": 3, "c": 1}, "group_max_in_flight": null, "retain_ms": 60_000,
                "shards": 1})
     );
     assert_eq!(app.get(app.queue_url("q", "/settings")).await.body, merged);
@@ -487,6 +487,23 @@ async fn settings_merge_patches_field_by_field() {
     )
     .await;
     assert_eq!(reset, defaults);
+}
+
+#[tokio::test]
+async fn a_weight_of_one_is_kept_shown_and_counted() {
+    let app = spawn_app().await;
+    let set = configure(&app, "q", json!({"group_weights": {"x": 100, "y": 1}})).await;
+    assert_eq!(set["group_weights"], json!({"x": 100, "y": 1}));
+    let ones: serde_json::Map<String, Value> =
+        (0..10_000).map(|n| (format!("g{n}"), json!(1))).collect();
+    let all = configure(&app, "all", json!({"group_weights": ones})).await;
+    assert_eq!(
+        all["group_weights"].as_object().expect("weights").len(),
+        10_000
+    );
+    let more = patch_settings(&app, "all", json!({"group_weights": {"one-more": 1}})).await;
+    assert_eq!(more.status, StatusCode::UNPROCESSABLE_ENTITY, "{more:?}");
+    assert_eq!(more.body["field"], "group_weights", "{more:?}");
 }
 
 #[tokio::test]
@@ -524,6 +541,16 @@ async fn invalid_settings_are_refused_naming_the_field_and_change_nothing() {
         (json!({"group_weights": {"a b": 2}}), "group_weights.a b"),
         (json!({"group_weights": too_many}), "group_weights"),
         (json!({"max_in_flight": 6, "paused_": true}), "paused_"),
+        (
+            json!({"rate_limit": {"per_second": "1", "burst": 1}}),
+            "rate_limit.per_second",
+        ),
+        (json!({"rate_limit": [1, 1]}), "rate_limit"),
+        (json!([]), "(body)"),
+        (json!([5]), "(body)"),
+        (json!(42), "(body)"),
+        (json!("paused"), "(body)"),
+        (json!(null), "(body)"),
     ] {
         let answer = patch_settings(&app, "q", patch).await;
         assert_eq!(

@@ -5,6 +5,7 @@ mod support;
 
 mod batching;
 mod claim_acks;
+mod claim_order;
 mod cluster;
 mod completion;
 mod endpoints;

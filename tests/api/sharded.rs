@@ -753,6 +753,26 @@ async fn an_instance_routing_for_an_old_number_of_shards_routes_anew() {
     assert_eq!(a.stats("q").await["shards"], json!(8));
 }
 
+/// The queue view of an instance that routed for the old number of shards
+/// shows the number its settings show, and counts every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_view_and_the_settings_of_another_instance_agree_on_the_shards() {
+    let config = crate::support::test_config();
+    let a = spawn_app_with(config.clone()).await;
+    let b = spawn_app_with(config).await;
+    assert_eq!(a.stats("q").await["shards"], json!(1));
+    configure(&b, "q", json!({"shards": 4})).await;
+    for n in 0..40 {
+        b.enqueue("q", json!({"task": "t", "id": format!("j-{n}")}))
+            .await;
+    }
+    let settings = a.get(a.queue_url("q", "/settings")).await.body;
+    let view = a.stats("q").await;
+    assert_eq!(settings["shards"], json!(4));
+    assert_eq!(view["shards"], settings["shards"], "{view}");
+    assert_eq!(view["pending"], json!(40), "{view}");
+}
+
 // ---------------------------------------------------------------------------
 // Failover.
 // ---------------------------------------------------------------------------

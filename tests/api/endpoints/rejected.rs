@@ -46,6 +46,14 @@ async fn rejected_requests_change_nothing() {
         post_empty(&app, app.queue_url("q", &format!("/dlq/{}/requeue", id_of(&pending)))).await,
         post_empty(&app, app.queue_url("q", &format!("/dlq/{leased_id}/requeue"))).await,
         dlq_page(&app, "q", "?limit=0").await,
+        // Arrays are not objects, though serde's structs would take their
+        // fields in order.
+        app.post(jobs.clone(), json!(["t"])).await,
+        app.post(app.queue_url("q", "/jobs/batch"), json!({"jobs": [["t"]]})).await,
+        app.post(app.queue_url("q", "/claim"), json!([])).await,
+        app.post(app.queue_url("q", "/claim"), json!({"ack": [[leased_id, token]]})).await,
+        app.post(app.queue_url("q", "/ack"), json!({"jobs": [[leased_id, token]]})).await,
+        app.post(job_url(&app, "q", leased_id, "/ack"), json!([token])).await,
     ];
     for answer in &rejected {
         assert!(answer.status.is_client_error(), "not rejected: {answer:?}");
