@@ -14,7 +14,8 @@
 local MAX_WEIGHTS = 10000
 
 redis.register_function('configure_' .. VERSION, function(keys, argv)
-  local settings, weights, wake = keys[1], keys[2], argv[1]
+  local q = queue_of('configure', keys, argv)
+  local settings, weights = q.meta, q.weights
   local changes, at = {}, 3
   for _ = 1, tonumber(argv[2]) do
     changes[argv[at]] = argv[at + 1]
@@ -74,6 +75,6 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
   else
     redis.call('HDEL', settings, 'max_weight')
   end
-  if wakes then redis.call('PUBLISH', wake, '') end
+  if wakes then redis.call('PUBLISH', q.wake, '') end
   return {settings_of(settings), redis.call('HGETALL', weights)}
 end)

@@ -11,11 +11,11 @@ redis.register_function{
   function_name = 'dead_jobs_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local dead, jobs = keys[1], keys[2]
+    local q = queue_of('dead_jobs', keys, argv)
     local out = {}
-    for i, entry in ipairs(page_down(dead, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
-      out[i] = job_reply(entry[1], redis.call('HGET', jobs, entry[1]), 'dead', entry[2])
+    for i, entry in ipairs(page_down(q.dead, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
+      out[i] = job_reply(entry[1], redis.call('HGET', q.jobs, entry[1]), 'dead', entry[2])
     end
-    return {redis.call('ZCARD', dead), out}
+    return {redis.call('ZCARD', q.dead), out}
   end,
 }

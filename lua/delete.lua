@@ -9,11 +9,7 @@
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
 redis.register_function('delete_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    meta = keys[6], groups = keys[7], leases = keys[8], completed = keys[9], results = keys[10],
-    progress = keys[11], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('delete', keys, argv)
   local id = argv[3]
   local record = redis.call('HGET', q.jobs, id)
   if not record then fail('NOT_FOUND') end

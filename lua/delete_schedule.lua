@@ -4,7 +4,8 @@
 -- Returns: 1 when it existed, 0 when not.
 -- Errors: none; every outcome is in the reply.
 redis.register_function('delete_schedule_' .. VERSION, function(keys, argv)
-  redis.call('ZREM', keys[2], argv[1])
-  redis.call('HDEL', keys[3], argv[1])
-  return redis.call('HDEL', keys[1], argv[1])
+  local q = queue_of('delete_schedule', keys, argv)
+  redis.call('ZREM', q.due, argv[1])
+  redis.call('HDEL', q.runs, argv[1])
+  return redis.call('HDEL', q.schedules, argv[1])
 end)

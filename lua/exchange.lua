@@ -19,11 +19,7 @@
 --   answers one request after the other in one flat list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 redis.register_function('exchange_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('exchange', keys, argv)
   local acks = {}
   local at = read_acks(argv, 7, acks)
   local enqueues

@@ -7,10 +7,7 @@
 -- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST
 redis.register_function('extend_' .. VERSION, function(keys, argv)
-  local q = {
-    scheduled = keys[1], processing = keys[2], dead = keys[3], jobs = keys[4], leases = keys[5],
-    completed = keys[6], results = keys[7], progress = keys[8], meta = keys[9],
-  }
+  local q = queue_of('extend', keys, argv)
   local id = argv[1]
   local lease, problem = current_lease(q, id, argv[2])
   if not lease then fail(problem) end

@@ -37,12 +37,7 @@ local function move_on(q, name, argv)
 end
 
 redis.register_function('fire_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], due = keys[13], runs = keys[14], owed = keys[15],
-    wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('fire', keys, argv)
   local name = argv[3]
   if tonumber(redis.call('ZSCORE', q.due, name)) ~= tonumber(argv[4]) then return {'STALE'} end
   local enqueues = read_enqueues(argv, 9)

@@ -11,15 +11,15 @@ redis.register_function{
   function_name = 'groups_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local groups, meta, weights = keys[1], keys[2], keys[3]
+    local q = queue_of('groups', keys, argv)
     local out = {}
-    for i, entry in ipairs(page_down(groups, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
+    for i, entry in ipairs(page_down(q.groups, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
       local group = entry[1]
       out[i] = {
-        group, tonumber(entry[2]), tonumber(redis.call('HGET', meta, 'i:' .. group) or '0'),
-        tonumber(redis.call('HGET', weights, group) or '1'),
+        group, tonumber(entry[2]), tonumber(redis.call('HGET', q.meta, 'i:' .. group) or '0'),
+        tonumber(redis.call('HGET', q.weights, group) or '1'),
       }
     end
-    return {redis.call('ZCARD', groups), out}
+    return {redis.call('ZCARD', q.groups), out}
   end,
 }

@@ -144,11 +144,7 @@ local function refill(l, entry)
 end
 
 redis.register_function('heads_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('heads', keys, argv)
   local c = context(q)
   check_shards(c, argv[6])
   local now = now_ms()

@@ -8,10 +8,7 @@ redis.register_function{
   function_name = 'job_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
-    local q = {
-      scheduled = keys[1], processing = keys[2], dead = keys[3], jobs = keys[4], leases = keys[5],
-      completed = keys[6], results = keys[7], progress = keys[8],
-    }
+    local q = queue_of('job', keys, argv)
     return view(q, argv[1])
   end,
 }

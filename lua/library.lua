@@ -125,6 +125,21 @@ local function fail(code)
   error({err = code})
 end
 
+-- The table `q` of a call of function `stem`: its keys by name, as the
+-- loader's KEYS_OF lists them (from the function table in
+-- src/queue/store/library.rs), and its leading arguments, LEADING_OF of
+-- them: the wake-up channel, then the group key prefix.
+local function queue_of(stem, keys, argv)
+  local q = {}
+  for i, name in ipairs(KEYS_OF[stem]) do
+    q[name] = keys[i]
+  end
+  local leading = LEADING_OF[stem]
+  if leading >= 1 then q.wake = argv[1] end
+  if leading >= 2 then q.group_prefix = argv[2] end
+  return q
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

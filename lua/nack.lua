@@ -11,11 +11,7 @@
 -- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST, SEQUENCE_EXHAUSTED
 redis.register_function('nack_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('nack', keys, argv)
   local id = argv[3]
   local lease, problem = current_lease(q, id, argv[4])
   if not lease then fail(problem) end

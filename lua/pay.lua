@@ -13,11 +13,7 @@
 local PAID_KEPT_MS = 86400000
 
 redis.register_function('pay_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], paid = keys[13], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('pay', keys, argv)
   local enqueues = read_enqueues(argv, 5)
   local c = context(q, enqueues.fields)
   check_shards(c, argv[4])

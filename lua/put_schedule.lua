@@ -12,12 +12,13 @@
 --   last fire time is no longer ARGV[4] (nothing changed).
 -- Errors: none; every outcome is in the reply.
 redis.register_function('put_schedule_' .. VERSION, function(keys, argv)
-  if tonumber(redis.call('HGET', keys[3], argv[1])) ~= tonumber(argv[4]) then return -1 end
-  local created = redis.call('HSET', keys[1], argv[1], argv[2])
+  local q = queue_of('put_schedule', keys, argv)
+  if tonumber(redis.call('HGET', q.runs, argv[1])) ~= tonumber(argv[4]) then return -1 end
+  local created = redis.call('HSET', q.schedules, argv[1], argv[2])
   if argv[3] == '' then
-    redis.call('ZREM', keys[2], argv[1])
+    redis.call('ZREM', q.due, argv[1])
   else
-    redis.call('ZADD', keys[2], argv[3], argv[1])
+    redis.call('ZADD', q.due, argv[3], argv[1])
   end
   return created
 end)

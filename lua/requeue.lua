@@ -7,10 +7,7 @@
 -- Returns: the job's reply (see job_reply), pending
 -- Errors: NOT_FOUND; CONFLICT when the job is not dead; SEQUENCE_EXHAUSTED
 redis.register_function('requeue_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], dead = keys[2], jobs = keys[3], meta = keys[4], weights = keys[5],
-    groups = keys[6], wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('requeue', keys, argv)
   local id = argv[3]
   local record = redis.call('HGET', q.jobs, id)
   if not record then fail('NOT_FOUND') end

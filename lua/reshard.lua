@@ -12,7 +12,8 @@
 -- Errors: CONFLICT when a 'freeze' finds another number than k (a change
 --   raced this one).
 redis.register_function('reshard_' .. VERSION, function(keys, argv)
-  local meta, jobs = keys[1], keys[2]
+  local q = queue_of('reshard', keys, argv)
+  local meta, jobs = q.meta, q.jobs
   if argv[1] == 'freeze' then
     local current, k = math.abs(tonumber(redis.call('HGET', meta, 'shards') or '1')), tonumber(argv[2])
     if current ~= k then fail('CONFLICT') end

@@ -8,19 +8,20 @@ redis.register_function{
   function_name = 'schedules_' .. VERSION,
   flags = {'no-writes'},
   callback = function(keys, argv)
+    local q = queue_of('schedules', keys, argv)
     local out = {}
     local function add(name, definition)
       out[#out + 1] = name
       out[#out + 1] = definition
-      out[#out + 1] = redis.call('ZSCORE', keys[2], name)
-      out[#out + 1] = redis.call('HGET', keys[3], name)
+      out[#out + 1] = redis.call('ZSCORE', q.due, name)
+      out[#out + 1] = redis.call('HGET', q.runs, name)
     end
     if argv[1] ~= '' then
-      local definition = redis.call('HGET', keys[1], argv[1])
+      local definition = redis.call('HGET', q.schedules, argv[1])
       if definition then add(argv[1], definition) end
       return {now_ms(), out}
     end
-    local all = redis.call('HGETALL', keys[1])
+    local all = redis.call('HGETALL', q.schedules)
     for i = 1, #all, 2 do
       add(all[i], all[i + 1])
     end

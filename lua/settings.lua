@@ -5,7 +5,8 @@
 redis.register_function{
   function_name = 'settings_' .. VERSION,
   flags = {'no-writes'},
-  callback = function(keys)
-    return {settings_of(keys[1]), redis.call('HGETALL', keys[2])}
+  callback = function(keys, argv)
+    local q = queue_of('settings', keys, argv)
+    return {settings_of(q.meta), redis.call('HGETALL', q.weights)}
   end,
 }

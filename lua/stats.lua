@@ -10,9 +10,9 @@
 redis.register_function{
   function_name = 'stats_' .. VERSION,
   flags = {'no-writes'},
-  callback = function(keys)
-    local pending, scheduled, processing, dead, jobs = keys[1], keys[2], keys[3], keys[4], keys[5]
-    local meta, groups, completed = keys[6], keys[7], keys[8]
+  callback = function(keys, argv)
+    local q = queue_of('stats', keys, argv)
+    local pending, meta = q.pending, q.meta
     local now = now_ms()
     -- Jobs in group sets, by class: waiting too, though not in pending.
     local fields = {}
@@ -31,7 +31,7 @@ redis.register_function{
     local head = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
     while head[1] do
       local class = class_of(head[2])
-      ages[class] = math.max(0, now - decode(redis.call('HGET', jobs, head[1])).ready)
+      ages[class] = math.max(0, now - decode(redis.call('HGET', q.jobs, head[1])).ready)
       head = redis.call('ZRANGE', pending, class + 1, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     end
     local order = {}
@@ -48,14 +48,14 @@ redis.register_function{
     end
     return {
       total,
-      redis.call('ZCARD', scheduled),
-      redis.call('ZCARD', processing),
-      redis.call('ZCOUNT', processing, '-inf', ms(now)),
-      redis.call('ZCARD', dead),
+      redis.call('ZCARD', q.scheduled),
+      redis.call('ZCARD', q.processing),
+      redis.call('ZCOUNT', q.processing, '-inf', ms(now)),
+      redis.call('ZCARD', q.dead),
       classes,
-      redis.call('ZCARD', groups),
+      redis.call('ZCARD', q.groups),
       redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
-      redis.call('ZCARD', completed),
+      redis.call('ZCARD', q.completed),
       tonumber(redis.call('HGET', meta, 'shards')) or 1,
     }
   end,

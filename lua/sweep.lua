@@ -24,13 +24,7 @@
 --   owed: job id and schedule definition each}
 -- Errors: none; every outcome is in the reply.
 redis.register_function('sweep_' .. VERSION, function(keys, argv)
-  local q = {
-    pending = keys[1], scheduled = keys[2], processing = keys[3], dead = keys[4], jobs = keys[5],
-    leases = keys[6], meta = keys[7], weights = keys[8], groups = keys[9], completed = keys[10],
-    results = keys[11], progress = keys[12], schedules = keys[13], due = keys[14],
-    owed = keys[15],
-    wake = argv[1], group_prefix = argv[2],
-  }
+  local q = queue_of('sweep', keys, argv)
   local c = context(q)
   local now, batch = now_ms(), tonumber(argv[3])
   local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)

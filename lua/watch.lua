@@ -9,10 +9,7 @@
 local WAIT_SLACK_MS = 1000
 
 redis.register_function('watch_' .. VERSION, function(keys, argv)
-  local q = {
-    scheduled = keys[1], processing = keys[2], dead = keys[3], jobs = keys[4], leases = keys[5],
-    completed = keys[6], results = keys[7], progress = keys[8], meta = keys[9],
-  }
+  local q = queue_of('watch', keys, argv)
   local job = view(q, argv[1])
   if job then
     local until_ = now_ms() + tonumber(argv[2]) + WAIT_SLACK_MS

@@ -11,25 +11,24 @@
 //!   dashboard at `/ui`, static files from `ui/` that call the `/v1` API
 //!   from the browser.
 //! - [`queue`]: the queue's semantics over Redis, one method per operation
-//!   on [`queue::Broker`], each one call of a Redis function; the job
-//!   operations are in the module itself, the others in the module of
-//!   their subject. [`queue::library`]
-//!   puts `lua/` together as a versioned Redis Functions library and loads
-//!   it where it is missing; `lane` sends the concurrent enqueues, claims
-//!   and acks of a queue together (group commit), and `batches` turns them
-//!   into one call of the `exchange` function and its reply back into
-//!   answers;
-//!   [`queue::keys`] names every key, the shards of a sharded queue
-//!   included, and maps a job's id to its shard (the `Broker` routes every
-//!   operation to its shards and merges their answers);
-//!   [`queue::record`] is a job's stored
-//!   form, `job` the decoded job; `error` what can go wrong; `paging` the
-//!   pages of dead jobs and groups and their reads; `settings` a queue's
-//!   settings, read and changed; `stats` a queue's counts; `sweep` one
-//!   sweep of a queue; `schedules` cron patterns, fire times and the
-//!   schedules' operations;
-//!   `backend` holds the shared connections to one Redis or a cluster;
-//!   `wake` carries long-poll and job-end wake-ups between instances.
+//!   on [`queue::Broker`], each one call of a Redis function. `jobs` holds
+//!   the job operations; `settings`, `stats`, `paging` (the DLQ's and the
+//!   groups' pages), `sweep` (one sweep of a queue) and `schedules` (cron
+//!   patterns, fire times and the schedules' operations) the others, by
+//!   subject; the module itself keeps the `Broker` and the registry of
+//!   queues. `shards` knows which shards each queue has and routes every
+//!   operation to its shards, merging their answers (a sharded claim in
+//!   `shards::claims`). `exchange` sends the concurrent enqueues, claims
+//!   and acks of a queue together (`lane`: group commit) as one call of
+//!   the `exchange` function, whose layout `wire` writes and reads.
+//!   [`queue::store`] is the Redis side: `connection` (one Redis or a
+//!   cluster), `library` (`lua/` put together as a versioned Redis
+//!   Functions library, one table of its functions, loaded where it is
+//!   missing), `keys` (every key, the shards of a sharded queue included,
+//!   and a job's shard) and `record` (a job's stored form). `job` is the
+//!   decoded job, `error` what can go wrong, `wake` the long-poll and
+//!   job-end wake-ups between instances, `counters` this instance's
+//!   counters per queue.
 //! - [`sweeper`]: the task every instance runs to take back expired leases,
 //!   promote due scheduled jobs, delete expired completed jobs and fire due
 //!   schedules.

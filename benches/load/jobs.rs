@@ -1,6 +1,6 @@
 //! What the jobs look like, over HTTP and as prioq stores them.
 
-use prioq::queue::record::{self, Record};
+use prioq::queue::store::record::{self, Record};
 
 /// Bytes of `args` in every job: `{"blob":"xxx…"}`.
 pub const PAYLOAD_BYTES: usize = 200;

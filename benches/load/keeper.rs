@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use prioq::queue::keys::{self, Key, QueueKeys};
-use prioq::queue::record;
+use prioq::queue::store::keys::{self, Key, QueueKeys};
+use prioq::queue::store::record;
 use redis::{self, Value, aio::MultiplexedConnection};
 
 use crate::jobs::{PRIORITY, args_json, stored_record};

@@ -55,7 +55,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use prioq::queue::keys::{QueueKeys, registry};
+use prioq::queue::store::keys::{QueueKeys, registry};
 use redis::{self, aio::MultiplexedConnection};
 
 use crate::args::Args;

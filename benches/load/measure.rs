@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use prioq::queue::keys::QueueKeys;
+use prioq::queue::store::keys::QueueKeys;
 use redis::{self, aio::MultiplexedConnection};
 
 use crate::args::Op;

@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use prioq::queue::keys::{Key, QueueKeys};
-use prioq::queue::library::LIBRARY;
+use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::library::LIBRARY;
+use prioq::queue::store::record;
 use prioq::queue::{
     Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, Route, exchange_answers,
-    exchange_command, record,
+    exchange_command,
 };
 use redis::{self, Value, aio::MultiplexedConnection};
 use serde_json::value::RawValue;

@@ -13,7 +13,7 @@ use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, JsonBody, present_object};
 use super::params::{QueuePath, is_job_id};
-use crate::queue::keys::MAX_SHARDS;
+use crate::queue::store::keys::MAX_SHARDS;
 use crate::queue::{MAX_RETAIN_MS, RateLimit, Settings, SettingsChange};
 
 pub fn router() -> Router<AppState> {

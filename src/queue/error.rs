@@ -3,7 +3,9 @@
 
 use redis;
 
-use super::library;
+use super::store::library;
+
+pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
 /// What went wrong with a queue operation.
 #[derive(Debug, thiserror::Error)]

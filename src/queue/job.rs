@@ -3,7 +3,7 @@
 use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
-use super::record::Record;
+use super::store::record::Record;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use futures_util::future::try_join_all;
 use redis::FromRedisValue;
 
-use super::library::{Function, LIBRARY};
+use super::store::library::{Function, LIBRARY};
 use super::{Broker, Job, Result};
 
 /// One page of a queue's named groups.
@@ -167,8 +167,8 @@ impl Broker {
         limit: u32,
         cursor: Option<&PageCursor>,
     ) -> Result<Vec<T>> {
-        let lanes = self.lanes(queue).await?;
-        try_join_all(lanes.shards.iter().map(|shard| async move {
+        let shards = self.shards.of(queue).await?;
+        try_join_all(shards.shards.iter().map(|shard| async move {
             let mut cmd = LIBRARY.call(function, &shard.keys);
             cmd.arg(limit);
             match cursor {

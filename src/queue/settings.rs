@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use futures_util::future::try_join_all;
 
-use super::keys::QueueKeys;
-use super::library::{Function, LIBRARY};
+use super::store::keys::QueueKeys;
+use super::store::library::{Function, LIBRARY};
 use super::{Broker, QueueError, Result};
 
 /// How a queue hands out its jobs.
@@ -146,7 +146,7 @@ impl Settings {
 impl Broker {
     /// The queue's settings; defaults for a queue never configured.
     pub async fn settings(&self, queue: &str) -> Result<Settings> {
-        self.settings_in(&self.lanes(queue).await?.home().keys)
+        self.settings_in(&self.shards.of(queue).await?.home().keys)
             .await
     }
 
@@ -168,17 +168,17 @@ impl Broker {
         if let Some(shards) = change.shards {
             self.reshard(queue, shards).await?;
         }
-        let lanes = self.lanes(queue).await?;
+        let shards = self.shards.of(queue).await?;
         if !change.changes_fields() {
-            return self.settings_in(&lanes.home().keys).await;
+            return self.settings_in(&shards.home().keys).await;
         }
         try_join_all(
-            lanes.shards[1..]
+            shards.shards[1..]
                 .iter()
                 .map(|shard| self.configure_in(&shard.keys, change, false)),
         )
         .await?;
-        self.configure_in(&lanes.home().keys, change, true).await
+        self.configure_in(&shards.home().keys, change, true).await
     }
 
     async fn configure_in(
@@ -211,7 +211,7 @@ impl Broker {
     async fn reshard(&self, queue: &str, shards: u32) -> Result<()> {
         let prefix = &self.config.key_prefix;
         let keys = |shard: u32, of: u32| QueueKeys::shard(prefix, queue, shard, of);
-        let recorded = self.home_shards(queue).await?;
+        let recorded = self.shards.home_count(queue).await?;
         let old = u32::try_from(recorded.unsigned_abs()).unwrap_or(1);
         if old == shards && recorded > 0 {
             return Ok(());
@@ -237,7 +237,7 @@ impl Broker {
             step(keys(shard, shards), "set", shards).await?;
         }
         step(keys(0, shards), "set", shards).await?;
-        self.reroute(queue).await.map(drop)
+        self.shards.reroute(queue).await.map(drop)
     }
 }
 

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use futures_util::future::try_join_all;
 
-use super::keys::Key;
-use super::library::{Function, LIBRARY};
-use super::{Broker, QueueError, QueueLanes, Result};
+use super::shards::QueueShards;
+use super::store::keys::Key;
+use super::store::library::{Function, LIBRARY};
+use super::{Broker, QueueError, Result};
 
 /// A queue's depth by state, and per priority class.
 #[derive(Debug, Clone, Default)]
@@ -57,21 +58,22 @@ impl Broker {
     /// zeros. The shards are those the home names when the counts are
     /// read, as the settings show them.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        self.routed(queue, |lanes| async move { self.stats_of(&lanes).await })
+        self.shards
+            .routed(queue, |shards| async move { self.stats_of(&shards).await })
             .await
     }
 
-    async fn stats_of(&self, lanes: &QueueLanes) -> Result<QueueStats> {
-        let parts = try_join_all(lanes.shards.iter().map(|shard| async move {
+    async fn stats_of(&self, shards: &QueueShards) -> Result<QueueStats> {
+        let parts = try_join_all(shards.shards.iter().map(|shard| async move {
             let cmd = LIBRARY.call(Function::Stats, &shard.keys);
             self.call::<RawStats>(&cmd).await
         }))
         .await?;
-        if parts.first().map(|home| home.9) != Some(i64::from(lanes.count())) {
+        if parts.first().map(|home| home.9) != Some(i64::from(shards.count())) {
             return Err(QueueError::ShardsChanged);
         }
         let mut stats = QueueStats {
-            shards: lanes.count(),
+            shards: shards.count(),
             ..QueueStats::default()
         };
         let mut classes = BTreeMap::<u8, ClassStats>::new();
@@ -108,8 +110,8 @@ impl Broker {
         }
         stats.classes = classes.into_values().collect();
         // A group with jobs in several shards counts once.
-        if lanes.count() > 1 && stats.groups > 0 {
-            let names = try_join_all(lanes.shards.iter().map(|shard| async move {
+        if shards.count() > 1 && stats.groups > 0 {
+            let names = try_join_all(shards.shards.iter().map(|shard| async move {
                 let mut cmd = redis::cmd("ZRANGE");
                 cmd.arg(shard.keys.key(Key::Groups)).arg(0).arg(-1);
                 self.call::<Vec<String>>(&cmd).await

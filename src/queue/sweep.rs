@@ -4,7 +4,7 @@
 //! (`crate::sweeper`) runs it on every shard of every queue, on every
 //! instance.
 
-use super::library::{Function, LIBRARY};
+use super::store::library::{Function, LIBRARY};
 use super::{Broker, Debt, DueSchedule, QueueError, Result};
 
 /// What one sweep of a queue did.
@@ -75,8 +75,8 @@ impl Broker {
         batch: u32,
         cursors: &SweepCursors,
     ) -> Result<Swept> {
-        let lanes = self.lanes(queue).await?;
-        let Some(shard) = lanes.shards.get(shard as usize) else {
+        let known = self.shards.of(queue).await?;
+        let Some(shard) = known.shards.get(shard as usize) else {
             return Ok(Swept::default());
         };
         // Longer than a fire's two calls can take: its instance is gone.
@@ -88,8 +88,8 @@ impl Broker {
             .arg(owed_for.to_string());
         let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due, shards, owed): RawSwept =
             self.call(&cmd).await?;
-        lanes.counters.leases_expired.increment(reclaimed);
-        lanes.counters.dead_lettered.increment(dead);
+        known.counters.leases_expired.increment(reclaimed);
+        known.counters.dead_lettered.increment(dead);
         let due = due
             .chunks(3)
             .map(|item| match item {

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::keys::{self, Channel};
+use super::store::keys::{self, Channel};
 
 /// The claims of this instance that wait for jobs, by queue, and the reads
 /// that wait for a job to end, by queue and id.

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use prioq::queue::keys::QueueKeys;
+use prioq::queue::store::keys::QueueKeys;
 use prioq::queue::{
     Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Route, exchange_answers, exchange_command,
 };

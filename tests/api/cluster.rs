@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use prioq::config::Config;
-use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::store::keys::{Key, QueueKeys};
 use serde_json::json;
 
 use crate::completion::{check_retention, check_wait_woken_across_instances};

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use prioq::config::Config;
-use prioq::queue::keys::{Key, QueueKeys};
+use prioq::queue::store::keys::{Key, QueueKeys};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prioq::config::Config;
-use prioq::queue::keys::{Key, QueueKeys};
-use prioq::queue::record::Record;
+use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::record::Record;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;

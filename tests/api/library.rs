@@ -3,7 +3,7 @@
 //! it), and named by version so that two versions of prioq run side by
 //! side.
 
-use prioq::queue::library::LIBRARY;
+use prioq::queue::store::library::LIBRARY;
 use reqwest::StatusCode;
 use serde_json::json;
 

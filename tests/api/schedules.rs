@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use prioq::config::Config;
-use prioq::queue::keys::{Key, QueueKeys};
-use prioq::queue::library::{Function, LIBRARY};
+use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::library::{Function, LIBRARY};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use prioq::queue::keys::{Key, QueueKeys, tag_field};
+use prioq::queue::store::keys::{Key, QueueKeys, tag_field};
 
 use crate::support::{redis, redis_connection, spawn_app};
 

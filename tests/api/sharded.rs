@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prioq::config::Config;
-use prioq::queue::keys::{Key, QueueKeys, shard_of};
+use prioq::queue::store::keys::{Key, QueueKeys, shard_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -79,6 +79,20 @@ impl Key {
     }
 }
 
+impl Key {
+    /// The key's field in the table of keys a function's code names them
+    /// by (`q.pending`, `q.due`...).
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::ScheduleDue => "due",
+            Self::ScheduleRuns => "runs",
+            Self::ScheduleOwed => "owed",
+            Self::SchedulePaid => "paid",
+            other => other.name(),
+        }
+    }
+}
+
 /// A field of a queue's `meta` hash that holds the finish tag of a
 /// group's jobs in a priority class (`""` for jobs without a group).
 pub fn tag_field(priority: u8, group: &str) -> String {

@@ -14,7 +14,8 @@ use metrics::{Counter, Gauge};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{QueueError, Result, bounded_by};
+use crate::queue::error::{QueueError, Result};
+use crate::queue::store::bounded_by;
 
 /// Jobs (or acks) one call carries at most, whatever the requests bring;
 /// a single request that brings more still goes, alone.

@@ -1,0 +1,270 @@
+//! The operations whose requests are sent in batches (see `lane`):
+//! enqueue, claim (with the acks a worker sends along) and ack. The
+//! requests of all three that arrive together on one queue go in one call
+//! of the `exchange` function, acks first, then enqueues, then claims; the
+//! call's reply becomes one answer per request (`wire`). The claims of a
+//! sharded queue read each shard's line first (`HeadsBatch`).
+
+pub(crate) mod lane;
+mod wire;
+
+use std::sync::Arc;
+
+use redis;
+use serde_json::value::RawValue;
+
+use crate::queue::error::Result;
+use crate::queue::job::Job;
+use crate::queue::store::Redis;
+use crate::queue::store::keys::QueueKeys;
+use crate::queue::store::library::{Function, LIBRARY};
+use lane::{Batch, Lane};
+use wire::malformed;
+pub(crate) use wire::{CLAIM_PROMOTE_BATCH, known_job, push_jobs};
+pub use wire::{Route, exchange_answers, exchange_command};
+
+/// A job on its way to the `exchange` function.
+#[derive(Debug)]
+pub struct OutgoingJob {
+    pub id: String,
+    pub priority: u8,
+    pub delay_ms: u64,
+    pub max_attempts: u32,
+    pub group: Option<String>,
+    /// `None` for the queue's retention.
+    pub retain_ms: Option<u64>,
+    /// The record's body (`record::body`).
+    pub body: Vec<u8>,
+    /// In a sharded queue, its arrival number when its request took one
+    /// for each of its jobs, in order, before it was split over shards;
+    /// `None` takes the next of its call's (see `Route`).
+    pub arrival: Option<u64>,
+}
+
+/// What the `exchange` function says of one enqueue request's jobs.
+#[derive(Debug)]
+pub struct EnqueueReply {
+    /// Redis's time of the enqueue.
+    pub now_ms: i64,
+    /// Per job: `None` when it was created, else the job already known
+    /// under its id.
+    pub known: Vec<Option<Job>>,
+}
+
+/// One acknowledgement.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    pub id: String,
+    pub lease_token: String,
+    /// Kept with the job when it is retained once acked; dropped otherwise.
+    pub result: Option<Box<RawValue>>,
+}
+
+/// The result of one acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    Acked,
+    LeaseLost,
+    NotFound,
+}
+
+/// One request's claim: its acks first, then up to `max_jobs` jobs.
+#[derive(Debug)]
+pub struct ClaimEntry {
+    pub lease_ms: u64,
+    pub max_jobs: u32,
+    /// `""` for none.
+    pub worker: String,
+    /// Jobs to acknowledge first.
+    pub acks: Vec<Ack>,
+}
+
+/// What one request's claim did.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// One outcome per ack the request brought, in order.
+    pub acked: Vec<AckOutcome>,
+    pub jobs: Vec<Job>,
+    /// Why fewer jobs were handed out than asked, when a setting of the
+    /// queue, not an empty queue, was the reason.
+    pub held: Option<Held>,
+}
+
+/// A setting that held jobs back from a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    Paused,
+    MaxInFlight,
+    /// The next token comes in this long.
+    RateLimit(std::time::Duration),
+}
+
+/// One request on its way to the `exchange` function. A claim and acks
+/// are shared, not copied, with the caller, which keeps them to send again
+/// when the call is refused for a changed number of shards.
+#[derive(Debug)]
+pub enum Exchange {
+    Enqueue(Vec<OutgoingJob>),
+    Claim(Arc<ClaimEntry>),
+    Ack(Arc<Vec<Ack>>),
+}
+
+/// What the `exchange` function answers one request.
+#[derive(Debug)]
+pub enum Exchanged {
+    Enqueued(EnqueueReply),
+    Claimed(Claimed),
+    Acked(Vec<AckOutcome>),
+}
+
+/// The acks, enqueues and claims of one queue.
+#[derive(Debug)]
+pub(crate) struct ExchangeBatch {
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) keys: Arc<QueueKeys>,
+    /// Share of handed-out jobs taken from the least urgent class, in
+    /// parts per million.
+    pub(crate) floor_ppm: u64,
+    /// The number of shards of the queue this lane was routed for.
+    pub(crate) shards: u32,
+    /// In a sharded queue, the home's `meta`, whose `arrivals` counter
+    /// numbers the jobs enqueued (see `take_tags` in the library).
+    pub(crate) arrivals: Option<String>,
+}
+
+impl Batch for ExchangeBatch {
+    type Entry = Exchange;
+    type Reply = Exchanged;
+
+    fn size(entry: &Exchange) -> (usize, usize) {
+        let leases = |acks: &[Ack]| {
+            acks.iter()
+                .map(|ack| {
+                    ack.id.len()
+                        + ack.lease_token.len()
+                        + ack.result.as_ref().map_or(0, |r| r.get().len())
+                })
+                .sum::<usize>()
+        };
+        match entry {
+            Exchange::Enqueue(jobs) => (jobs.len(), jobs.iter().map(|job| job.body.len()).sum()),
+            Exchange::Claim(claim) => (
+                claim.max_jobs as usize + claim.acks.len(),
+                claim.worker.len() + leases(&claim.acks),
+            ),
+            Exchange::Ack(acks) => (acks.len(), leases(acks)),
+        }
+    }
+
+    async fn call(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
+        let route = Route {
+            shards: self.shards,
+            arrival: self.take_arrivals(entries).await?,
+        };
+        let cmd = exchange_command(&self.keys, self.floor_ppm, route, entries);
+        exchange_answers(entries, self.redis.query(&cmd).await?)
+    }
+}
+
+impl ExchangeBatch {
+    /// In a sharded queue, reserves arrival numbers for the jobs `entries`
+    /// enqueue from the home's counter: answers the first.
+    async fn take_arrivals(&self, entries: &[Exchange]) -> Result<Option<u64>> {
+        let Some(meta) = &self.arrivals else {
+            return Ok(None);
+        };
+        let jobs: usize = entries
+            .iter()
+            .map(|entry| match entry {
+                Exchange::Enqueue(jobs) => jobs.iter().filter(|job| job.arrival.is_none()).count(),
+                _ => 0,
+            })
+            .sum();
+        if jobs == 0 {
+            return Ok(None);
+        }
+        reserve_arrivals(&self.redis, meta, jobs).await.map(Some)
+    }
+}
+
+/// Reserves `count` arrival numbers from a sharded queue's counter in its
+/// home's `meta`: answers the first.
+pub(crate) async fn reserve_arrivals(redis: &Redis, meta: &str, count: usize) -> Result<u64> {
+    let mut cmd = redis::cmd("HINCRBY");
+    cmd.arg(meta).arg("arrivals").arg(count);
+    let last: u64 = redis.query(&cmd).await?;
+    Ok(last - count as u64 + 1)
+}
+
+/// The reads of one shard's heads (the `heads` function) by the claims of
+/// a sharded queue: the claims waiting together share one read.
+#[derive(Debug)]
+pub(crate) struct HeadsBatch {
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) keys: Arc<QueueKeys>,
+    /// The bulk floor's share, in parts per million of jobs handed out.
+    pub(crate) floor_ppm: u64,
+    /// The number of shards of the queue this lane was routed for.
+    pub(crate) shards: u32,
+}
+
+/// What a shard offers claims (see `heads`).
+#[derive(Debug)]
+pub(crate) struct Line {
+    /// A group cap or max_in_flight is set: an ack could change the line.
+    pub(crate) capped: bool,
+    /// The score first in line for each claim of one job, in turn.
+    pub(crate) scores: Vec<f64>,
+}
+
+impl Batch for HeadsBatch {
+    /// How many claims of one job the claim stands for.
+    type Entry = u32;
+    type Reply = Arc<Line>;
+
+    fn size(entry: &u32) -> (usize, usize) {
+        (*entry as usize, 0)
+    }
+
+    async fn call(&self, entries: &[u32]) -> Result<Vec<Result<Self::Reply>>> {
+        let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
+        cmd.arg(CLAIM_PROMOTE_BATCH)
+            .arg(entries.iter().max().copied().unwrap_or(1))
+            .arg(self.floor_ppm)
+            .arg(self.shards);
+        let reply: Vec<String> = self.redis.query(&cmd).await?;
+        let (capped, scores) = reply.split_first().ok_or_else(malformed)?;
+        let heads = Arc::new(Line {
+            capped: capped == "1",
+            scores: scores
+                .iter()
+                .map(|score| score.parse::<f64>().map_err(|_| malformed()))
+                .collect::<Result<_>>()?,
+        });
+        Ok(entries.iter().map(|_| Ok(Arc::clone(&heads))).collect())
+    }
+}
+
+/// The typed way into a queue's lane.
+impl Lane<ExchangeBatch> {
+    pub(crate) async fn enqueue(self: &Arc<Self>, jobs: Vec<OutgoingJob>) -> Result<EnqueueReply> {
+        match self.submit(Exchange::Enqueue(jobs)).await? {
+            Exchanged::Enqueued(reply) => Ok(reply),
+            _ => Err(malformed()),
+        }
+    }
+
+    pub(crate) async fn claim(self: &Arc<Self>, claim: Arc<ClaimEntry>) -> Result<Claimed> {
+        match self.submit(Exchange::Claim(claim)).await? {
+            Exchanged::Claimed(claimed) => Ok(claimed),
+            _ => Err(malformed()),
+        }
+    }
+
+    pub(crate) async fn ack(self: &Arc<Self>, acks: Arc<Vec<Ack>>) -> Result<Vec<AckOutcome>> {
+        match self.submit(Exchange::Ack(acks)).await? {
+            Exchanged::Acked(outcomes) => Ok(outcomes),
+            _ => Err(malformed()),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The `exchange` function's argument and reply layout, in one place for
+//! prioq and for tools that call the function directly (the load
+//! benchmark's raw-Redis baseline): `exchange_command` lays out the
+//! requests of one call, `exchange_answers` turns its reply into one
+//! answer per request. The other functions that enqueue (`fire`, `pay`)
+//! take the same enqueue section (`push_jobs`).
+
+use redis::{self, Cmd, FromRedisValue, Value};
+
+use super::{
+    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob,
+};
+use crate::queue::error::{QueueError, Result};
+use crate::queue::job::{Job, JobState, Lease};
+use crate::queue::store::keys::QueueKeys;
+use crate::queue::store::library::{Function, LIBRARY};
+use crate::queue::store::record::new_id;
+
+/// Due scheduled jobs a claim promotes before it takes its own.
+pub(crate) const CLAIM_PROMOTE_BATCH: u32 = 100;
+
+/// `1` for a created job, else the view of the one already known.
+pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
+    match item {
+        Value::Int(1) => Ok(None),
+        view => Job::from_redis_value(view)
+            .map(Some)
+            .map_err(|_| malformed()),
+    }
+}
+
+/// The function's reply: Redis's time; every ack's status, the claims'
+/// acks after the others; the enqueues' answers, one request after the
+/// other (a status, then an item per job when it is `OK`); the claims'
+/// (the number of jobs leased, then id, record and token per job); why the
+/// claims got fewer jobs than asked, and the wait for the next rate limit
+/// token.
+type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64);
+
+/// Adds one enqueue request's jobs to a call (the enqueue part's section
+/// layout): their number, then eight arguments per job. `sharded` holds,
+/// in a sharded queue's call, the next arrival number of the call for the
+/// jobs that have none of their own; outside one, jobs have none.
+pub(crate) fn push_jobs(
+    cmd: &mut Cmd,
+    jobs: &[OutgoingJob],
+    mut sharded: Option<&mut Option<u64>>,
+) {
+    cmd.arg(jobs.len());
+    for job in jobs {
+        let arrival = sharded.as_deref_mut().and_then(|next| {
+            job.arrival.or_else(|| {
+                let n = next.as_mut()?;
+                *n += 1;
+                Some(*n - 1)
+            })
+        });
+        cmd.arg(&job.id)
+            .arg(job.priority)
+            .arg(job.delay_ms)
+            .arg(job.max_attempts)
+            .arg(job.group.as_deref().unwrap_or(""))
+            .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
+            .arg(&job.body)
+            .arg(arrival.map(|n| n.to_string()).unwrap_or_default());
+    }
+}
+
+/// Where an `exchange` call goes: the number of shards its queue was
+/// routed for, and in a sharded queue the arrival number of its first
+/// enqueued job that has none of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub shards: u32,
+    pub arrival: Option<u64>,
+}
+
+impl Route {
+    /// An unsharded queue's.
+    pub const SINGLE: Self = Self {
+        shards: 1,
+        arrival: None,
+    };
+}
+
+/// One call of the `exchange` function carrying `entries`: their acks
+/// first, then their enqueues, then their claims (each with its own acks),
+/// with the bulk floor's share `floor_ppm` in parts per million.
+pub fn exchange_command(
+    keys: &QueueKeys,
+    floor_ppm: u64,
+    route: Route,
+    entries: &[Exchange],
+) -> Cmd {
+    let mut acks = Vec::new();
+    let mut enqueues = Vec::new();
+    let mut claims = Vec::new();
+    for entry in entries {
+        match entry {
+            Exchange::Ack(leases) => acks.extend(leases.iter()),
+            Exchange::Enqueue(jobs) => enqueues.push(jobs),
+            Exchange::Claim(claim) => claims.push(claim),
+        }
+    }
+    let mut cmd = LIBRARY.call(Function::Exchange, keys);
+    cmd.arg(CLAIM_PROMOTE_BATCH)
+        .arg(floor_ppm)
+        .arg(new_id())
+        .arg(route.shards);
+    cmd.arg(acks.len());
+    for ack in acks {
+        push_ack(&mut cmd, ack);
+    }
+    cmd.arg(enqueues.len());
+    let mut arrivals = route.arrival;
+    for jobs in enqueues {
+        push_jobs(&mut cmd, jobs, (route.shards > 1).then_some(&mut arrivals));
+    }
+    cmd.arg(claims.len());
+    for claim in &claims {
+        cmd.arg(claim.lease_ms)
+            .arg(claim.max_jobs)
+            .arg(&claim.worker)
+            .arg(claim.acks.len());
+        for ack in &claim.acks {
+            push_ack(&mut cmd, ack);
+        }
+    }
+    cmd
+}
+
+/// The answer to each of `entries`, in order, from the reply of the
+/// `exchange_command` call that carried them; an error when the reply does
+/// not fit them.
+pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms) =
+        RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
+    let held = match held.as_str() {
+        "paused" => Some(Held::Paused),
+        "max_in_flight" => Some(Held::MaxInFlight),
+        "rate_limit" => Some(Held::RateLimit(std::time::Duration::from_millis(wait_ms))),
+        "" => None,
+        _ => return Err(malformed()),
+    };
+    // The claims' acks come after the others'.
+    let ack_requests: usize = entries
+        .iter()
+        .map(|entry| match entry {
+            Exchange::Ack(leases) => leases.len(),
+            _ => 0,
+        })
+        .sum();
+    let (ack_statuses, claim_statuses) = statuses.split_at(ack_requests.min(statuses.len()));
+    let mut ack_statuses = ack_statuses.iter();
+    let mut claim_statuses = claim_statuses.iter();
+    let mut enqueued = enqueued.into_iter();
+    let mut claimed = claimed.into_iter();
+    let answers = entries
+        .iter()
+        .map(|entry| match entry {
+            Exchange::Ack(leases) => {
+                outcomes(&mut ack_statuses, leases.len()).map(Exchanged::Acked)
+            }
+            Exchange::Enqueue(jobs) => {
+                enqueue_outcome(now_ms, &mut enqueued, jobs.len()).map(Exchanged::Enqueued)
+            }
+            Exchange::Claim(claim) => {
+                let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
+                claim_outcome(claim, now_ms, &mut claimed, acked, held).map(Exchanged::Claimed)
+            }
+        })
+        .collect();
+    if ack_statuses.next().is_some()
+        || claim_statuses.next().is_some()
+        || enqueued.next().is_some()
+        || claimed.next().is_some()
+    {
+        return Err(malformed());
+    }
+    Ok(answers)
+}
+
+/// An ack's arguments: id, lease token, result ('' for none).
+fn push_ack(cmd: &mut redis::Cmd, ack: &Ack) {
+    cmd.arg(&ack.id)
+        .arg(&ack.lease_token)
+        .arg(ack.result.as_ref().map_or("", |result| result.get()));
+}
+
+/// The next `n` ack statuses.
+fn outcomes<'a>(
+    statuses: &mut impl Iterator<Item = &'a String>,
+    n: usize,
+) -> Result<Vec<AckOutcome>> {
+    (0..n)
+        .map(|_| AckOutcome::parse(statuses.next().ok_or_else(malformed)?))
+        .collect()
+}
+
+/// The next enqueue request's answer: a status, then, when it is `OK`, an
+/// item per job (`jobs` of them).
+fn enqueue_outcome(
+    now_ms: i64,
+    items: &mut impl Iterator<Item = Value>,
+    jobs: usize,
+) -> Result<EnqueueReply> {
+    let status = items.next().map(String::from_redis_value);
+    match status {
+        Some(Ok(status)) if status == "OK" => {
+            let known = (0..jobs)
+                .map(|_| known_job(items.next().ok_or_else(malformed)?))
+                .collect::<Result<_>>()?;
+            Ok(EnqueueReply { now_ms, known })
+        }
+        Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
+        _ => Err(malformed()),
+    }
+}
+
+/// The next claim request's answer: the number of jobs leased to it, then
+/// id, record and lease token per job.
+fn claim_outcome(
+    claim: &ClaimEntry,
+    now_ms: i64,
+    items: &mut impl Iterator<Item = Value>,
+    acked: Vec<AckOutcome>,
+    held: Option<Held>,
+) -> Result<Claimed> {
+    let mut next = || items.next().ok_or_else(malformed);
+    let count = usize::from_redis_value(next()?).map_err(|_| malformed())?;
+    let expires_at_ms = now_ms + i64::try_from(claim.lease_ms).unwrap_or(i64::MAX);
+    let jobs = (0..count)
+        .map(|_| {
+            let id = String::from_redis_value(next()?).map_err(|_| malformed())?;
+            let record = Vec::<u8>::from_redis_value(next()?).map_err(|_| malformed())?;
+            let token = String::from_redis_value(next()?).map_err(|_| malformed())?;
+            let lease = Lease {
+                token,
+                worker: (!claim.worker.is_empty()).then(|| claim.worker.clone()),
+                expires_at_ms,
+            };
+            Job::from_record(id, &record, JobState::Processing, None, Some(lease))
+                .ok_or_else(malformed)
+        })
+        .collect::<Result<_>>()?;
+    Ok(Claimed { acked, jobs, held })
+}
+
+impl AckOutcome {
+    fn parse(status: &str) -> Result<Self> {
+        match status {
+            "OK" => Ok(Self::Acked),
+            "LEASE_LOST" => Ok(Self::LeaseLost),
+            "NOT_FOUND" => Ok(Self::NotFound),
+            other => Err(QueueError::Unknown(anyhow::anyhow!(
+                "unexpected ack status {other:?}"
+            ))),
+        }
+    }
+}
+
+pub(crate) fn malformed() -> QueueError {
+    QueueError::Unknown(anyhow::anyhow!(
+        "the exchange function answered something unexpected"
+    ))
+}

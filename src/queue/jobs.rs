@@ -1,0 +1,468 @@
+//! The job operations: enqueue, claim (a long poll), ack, extend, nack,
+//! read (and wait for) a job, delete, requeue. Each goes to the shard its
+//! job lives in (see `shards`); enqueues, claims and acks go through the
+//! shard's lane (see `exchange`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Broker;
+use super::error::{QueueError, Result};
+use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Held, OutgoingJob, reserve_arrivals};
+use super::job::{Job, JobState};
+use super::shards::{REROUTES, scatter};
+use super::store::bounded_by;
+use super::store::keys::{self, Key};
+use super::store::library::{Function, LIBRARY};
+use super::store::record;
+use crate::telemetry;
+
+/// How long a waiting claim sleeps at most before it looks again on its
+/// own, in case a wake-up was lost with a dropped subscription.
+const RECHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The longest a job is kept once acked: 30 days, in ms.
+pub const MAX_RETAIN_MS: u64 = 2_592_000_000;
+
+/// A job to add.
+#[derive(Debug)]
+pub struct NewJob {
+    /// The client's id, for an idempotent enqueue; a fresh one when `None`.
+    pub id: Option<String>,
+    pub task: String,
+    pub args: Box<RawValue>,
+    pub priority: u8,
+    pub delay_ms: u64,
+    pub max_attempts: u32,
+    /// The group it shares its priority class with fairly; `None` joins
+    /// the group of jobs without one.
+    pub group: Option<String>,
+    /// How long it is kept once acked, in ms; `None` for the queue's
+    /// `retain_ms`.
+    pub retain_ms: Option<u64>,
+}
+
+impl NewJob {
+    /// The job on its way to Redis under `id`, with its arrival number in
+    /// a sharded queue when its request took one per job.
+    fn outgoing(&self, id: &str, arrival: Option<u64>) -> OutgoingJob {
+        OutgoingJob {
+            id: id.to_owned(),
+            priority: self.priority,
+            delay_ms: self.delay_ms,
+            max_attempts: self.max_attempts,
+            group: self.group.clone(),
+            retain_ms: self.retain_ms,
+            body: record::body(&self.task, self.args.get()),
+            arrival,
+        }
+    }
+
+    /// The job as it was created under `id` at `now` (ms).
+    fn into_job(self, id: String, now: i64) -> Job {
+        let delay = i64::try_from(self.delay_ms).unwrap_or(i64::MAX);
+        Job {
+            id,
+            task: self.task,
+            args: self.args,
+            priority: self.priority,
+            state: if delay > 0 {
+                JobState::Scheduled
+            } else {
+                JobState::Pending
+            },
+            attempts: 0,
+            max_attempts: self.max_attempts,
+            enqueued_at_ms: now,
+            run_at_ms: (delay > 0).then(|| now + delay),
+            lease: None,
+            last_error: None,
+            dead_at_ms: None,
+            completed_at_ms: None,
+            result: None,
+            progress: None,
+            group: self.group,
+            schedule: None,
+        }
+    }
+}
+
+/// The answer to one enqueued job.
+#[derive(Debug)]
+pub struct Enqueued {
+    pub job: Job,
+    /// False when a job with the same id was already known.
+    pub created: bool,
+}
+
+/// How to claim.
+#[derive(Debug, Clone)]
+pub struct ClaimOptions {
+    pub worker: Option<String>,
+    pub lease_ms: u64,
+    pub max_jobs: u32,
+    /// How long to wait for a job when none is claimable.
+    pub wait: Duration,
+    /// Jobs to acknowledge before claiming.
+    pub acks: Vec<Ack>,
+}
+
+/// How a worker gives a job back.
+#[derive(Debug, Clone, Default)]
+pub struct Nack {
+    pub delay_ms: u64,
+    pub error: Option<String>,
+    pub dead: bool,
+    pub priority: Option<u8>,
+}
+
+impl Broker {
+    /// Adds jobs in order, each idempotent by its id.
+    pub async fn enqueue(&self, queue: &str, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        self.register(queue).await?;
+        let mut shards = self.shards.of(queue).await?;
+        let turn = shards.next_turn();
+        let ids: Vec<String> = jobs
+            .iter()
+            .map(|job| job.id.clone().unwrap_or_else(|| shards.new_id(turn)))
+            .collect();
+        let mut answers: Vec<Option<(i64, Option<Job>)>> = (0..jobs.len()).map(|_| None).collect();
+        let mut tries = 0;
+        loop {
+            let todo: Vec<usize> = (0..jobs.len()).filter(|i| answers[*i].is_none()).collect();
+            // A request split over shards numbers its jobs' arrivals in
+            // its own order, before the parts go their ways.
+            let spanned: HashSet<u32> = todo
+                .iter()
+                .map(|i| keys::shard_of(&ids[*i], shards.count()))
+                .collect();
+            let first_arrival = match spanned.len() > 1 {
+                true => {
+                    let meta = shards.home().keys.key(Key::Meta);
+                    let reserve = reserve_arrivals(&self.redis, meta, todo.len());
+                    Some(bounded_by(self.config.redis_timeout, reserve).await?)
+                }
+                false => None,
+            };
+            let outgoing = todo
+                .iter()
+                .enumerate()
+                .map(|(n, i)| {
+                    jobs[*i].outgoing(&ids[*i], first_arrival.map(|first| first + n as u64))
+                })
+                .collect();
+            let outcomes = scatter(
+                &shards,
+                outgoing,
+                |job| &job.id,
+                |lane, part| async move {
+                    let reply = lane.enqueue(part).await?;
+                    Ok(reply
+                        .known
+                        .into_iter()
+                        .map(|known| (reply.now_ms, known))
+                        .collect())
+                },
+            )
+            .await;
+            let mut failure = None;
+            for (i, outcome) in todo.into_iter().zip(outcomes) {
+                match outcome {
+                    Ok(answer) => answers[i] = Some(answer),
+                    Err(error) => failure = Some(error),
+                }
+            }
+            match failure {
+                None => break,
+                Some(QueueError::ShardsChanged) if tries < REROUTES => {
+                    tries += 1;
+                    shards = self.shards.reroute(queue).await?;
+                }
+                // Some jobs went in: the request's effect is partial.
+                Some(error) if answers.iter().any(Option::is_some) => {
+                    return Err(QueueError::Unknown(anyhow::Error::new(error).context(
+                        "the jobs of some shards were enqueued, the others' failed",
+                    )));
+                }
+                Some(error) => return Err(error),
+            }
+        }
+        let enqueued: Vec<Enqueued> = jobs
+            .into_iter()
+            .zip(ids)
+            .zip(answers.into_iter().flatten())
+            .map(|((new, id), (now, known))| match known {
+                Some(job) => Enqueued {
+                    job,
+                    created: false,
+                },
+                None => Enqueued {
+                    job: new.into_job(id, now),
+                    created: true,
+                },
+            })
+            .collect();
+        let created = enqueued.iter().filter(|e| e.created).count();
+        shards.counters.enqueued.increment(created as u64);
+        Ok(enqueued)
+    }
+
+    /// Acknowledges the jobs `options.acks` names, then leases up to
+    /// `max_jobs` jobs; with a wait, answers as soon as one is claimable,
+    /// when the wait is over, or at `shutdown` (with what it has). The acks
+    /// are applied before any wait begins.
+    pub async fn claim(
+        &self,
+        queue: &str,
+        mut options: ClaimOptions,
+        shutdown: &CancellationToken,
+    ) -> Result<Claimed> {
+        let mut acks = std::mem::take(&mut options.acks);
+        let entry = |acks| ClaimEntry {
+            lease_ms: options.lease_ms,
+            max_jobs: options.max_jobs,
+            worker: options.worker.clone().unwrap_or_default(),
+            acks,
+        };
+        if options.wait.is_zero() {
+            return self.claim_once(queue, entry(acks)).await;
+        }
+        let deadline = Instant::now() + options.wait;
+        let signal = self.waiters.signal(queue);
+        let mut acked = None;
+        let mut waiting = None;
+        loop {
+            // Listen before looking, so a job arriving in between still wakes us.
+            let woken = signal.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let claimed = match self
+                .claim_once(queue, entry(std::mem::take(&mut acks)))
+                .await
+            {
+                Ok(claimed) => claimed,
+                // The acks went through on an earlier look: say so, with
+                // no jobs, rather than hide them behind the error.
+                Err(error) => match acked.take() {
+                    Some(acked) => {
+                        tracing::warn!(error = %anyhow::Error::from(error), "a waiting claim could not look again");
+                        return Ok(Claimed {
+                            acked,
+                            ..Claimed::default()
+                        });
+                    }
+                    None => return Err(error),
+                },
+            };
+            let acked_now = acked.get_or_insert(claimed.acked);
+            if !claimed.jobs.is_empty() || Instant::now() >= deadline || shutdown.is_cancelled() {
+                return Ok(Claimed {
+                    acked: std::mem::take(acked_now),
+                    ..claimed
+                });
+            }
+            waiting.get_or_insert_with(|| Waiting::start(telemetry::LONG_POLLS_WAITING));
+            // A rate limit says when the next token comes: look again then.
+            // Otherwise wait to be told (a job, a resume, a freed slot).
+            let next_look = match claimed.held {
+                Some(Held::RateLimit(wait)) => wait.max(Duration::from_millis(1)),
+                _ => RECHECK_INTERVAL,
+            };
+            let recheck = deadline.min(Instant::now() + next_look);
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep_until(recheck) => {}
+                () = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// One look for jobs: the acks, then up to `max_jobs` jobs, from the
+    /// queue's one shard in one call, or from a sharded queue's shards
+    /// that hold the most urgent ones (see `claim_shards`).
+    async fn claim_once(&self, queue: &str, entry: ClaimEntry) -> Result<Claimed> {
+        let entry = &Arc::new(entry);
+        let (shards, claimed) = self
+            .shards
+            .routed(queue, |shards| async move {
+                let claimed = shards.claim(entry).await?;
+                Ok((shards, claimed))
+            })
+            .await?;
+        shards.counters.count_claim(&claimed);
+        Ok(claimed)
+    }
+
+    /// Acknowledges finished jobs, each on its own terms.
+    pub async fn ack(&self, queue: &str, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        let acks = &Arc::new(acks);
+        let (shards, outcomes) = self
+            // Acks go in `exchange` calls, which refuse a stale count of
+            // shards: a job not found is not in another shard.
+            .shards
+            .routed(queue, |shards| async move {
+                let outcomes = shards.ack(acks).await?;
+                Ok((shards, outcomes))
+            })
+            .await?;
+        let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count();
+        shards.counters.acked.increment(acked as u64);
+        Ok(outcomes)
+    }
+
+    /// Moves a lease's deadline to `lease_ms` from now, and records the
+    /// worker's progress when it reports some.
+    pub async fn extend(
+        &self,
+        queue: &str,
+        id: &str,
+        token: &str,
+        lease_ms: u64,
+        progress: Option<&RawValue>,
+    ) -> Result<Job> {
+        self.shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Extend, &shards.of(id).keys);
+                cmd.arg(id)
+                    .arg(token)
+                    .arg(lease_ms)
+                    .arg(progress.map_or("", RawValue::get));
+                self.call(&cmd).await
+            })
+            .await
+    }
+
+    /// Ends a lease without success.
+    pub async fn nack(&self, queue: &str, id: &str, token: &str, nack: &Nack) -> Result<Job> {
+        let (shards, job) = self
+            .shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Nack, &shards.of(id).keys);
+                cmd.arg(id)
+                    .arg(token)
+                    .arg(nack.delay_ms)
+                    .arg(if nack.dead { "1" } else { "0" })
+                    .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
+                    .arg(if nack.error.is_some() { "1" } else { "0" })
+                    .arg(nack.error.as_deref().unwrap_or(""));
+                let job: Job = self.call(&cmd).await?;
+                Ok((shards, job))
+            })
+            .await?;
+        shards.counters.nacked.increment(1);
+        if job.state == JobState::Dead {
+            shards.counters.dead_lettered.increment(1);
+        }
+        Ok(job)
+    }
+
+    /// One job in any state.
+    pub async fn job(&self, queue: &str, id: &str) -> Result<Job> {
+        self.shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Job, &shards.of(id).keys);
+                cmd.arg(id);
+                let job: Option<Job> = self.call(&cmd).await?;
+                job.ok_or(QueueError::NotFound)
+            })
+            .await
+    }
+
+    /// One job, once it has ended (completed or dead), or as it is when
+    /// `wait` is over or at `shutdown`. The job's end is heard from whichever
+    /// instance ended it (see `wake`), with a recheck now and then.
+    pub async fn wait_for_job(
+        &self,
+        queue: &str,
+        id: &str,
+        wait: Duration,
+        shutdown: &CancellationToken,
+    ) -> Result<Job> {
+        let deadline = Instant::now() + wait;
+        let signal = self.waiters.job_signal(queue, id);
+        // Listen before looking, so an end in between still wakes us.
+        let mut woken = Box::pin(signal.notified());
+        woken.as_mut().enable();
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        let mut job: Job = self
+            .shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Watch, &shards.of(id).keys);
+                cmd.arg(id).arg(wait_ms);
+                self.call::<Option<Job>>(&cmd)
+                    .await?
+                    .ok_or(QueueError::NotFound)
+            })
+            .await?;
+        let _waiting = Waiting::start(telemetry::JOB_WAITS);
+        loop {
+            let ended = matches!(job.state, JobState::Completed | JobState::Dead);
+            if ended || Instant::now() >= deadline || shutdown.is_cancelled() {
+                return Ok(job);
+            }
+            let recheck = deadline.min(Instant::now() + RECHECK_INTERVAL);
+            tokio::select! {
+                () = woken.as_mut() => {}
+                () = tokio::time::sleep_until(recheck) => {}
+                () = shutdown.cancelled() => {}
+            }
+            woken = Box::pin(signal.notified());
+            woken.as_mut().enable();
+            job = self.job(queue, id).await?;
+        }
+    }
+
+    /// Deletes a pending, scheduled or dead job.
+    pub async fn delete(&self, queue: &str, id: &str) -> Result<()> {
+        self.delete_as(queue, id, "any").await
+    }
+
+    /// Deletes a dead job.
+    pub async fn delete_dead(&self, queue: &str, id: &str) -> Result<()> {
+        self.delete_as(queue, id, "dead").await
+    }
+
+    async fn delete_as(&self, queue: &str, id: &str, mode: &str) -> Result<()> {
+        self.shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Delete, &shards.of(id).keys);
+                cmd.arg(id).arg(mode);
+                self.call::<i64>(&cmd).await.map(drop)
+            })
+            .await
+    }
+
+    /// Returns a dead job to pending with its attempts reset.
+    pub async fn requeue(&self, queue: &str, id: &str, priority: Option<u8>) -> Result<Job> {
+        self.shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Requeue, &shards.of(id).keys);
+                cmd.arg(id)
+                    .arg(priority.map(|p| p.to_string()).unwrap_or_default());
+                self.call(&cmd).await
+            })
+            .await
+    }
+}
+
+/// A wait (a claim that found nothing, a read waiting for a job to end),
+/// counted in its gauge while it lasts.
+struct Waiting(&'static str);
+
+impl Waiting {
+    fn start(gauge: &'static str) -> Self {
+        metrics::gauge!(gauge).increment(1);
+        Self(gauge)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::gauge!(self.0).decrement(1);
+    }
+}

@@ -1,0 +1,272 @@
+//! prioq's Redis Functions library: the files of `lua/` put together under
+//! a versioned name, loaded once per Redis primary, and called with
+//! `FCALL`.
+//!
+//! The library is `prioq_<version>` and its functions `<name>_<version>`,
+//! `<version>` being a hash of the code: function names are global in a
+//! Redis, and during a rolling upgrade two versions of prioq run side by
+//! side, each calling its own. A fresh Redis, a new cluster primary or a
+//! failover to a replica that never got the library answers "Function not
+//! found"; the caller then loads the library and tries once more.
+
+use std::sync::LazyLock;
+
+use redis::{self, Cmd, RedisError};
+
+use super::keys::{Key, QueueKeys};
+
+/// The files that define no function, loaded first: the helpers every
+/// function shares, then the parts of `exchange`.
+const PARTS: [&str; 4] = [
+    include_str!("../../../lua/library.lua"),
+    include_str!("../../../lua/ack.lua"),
+    include_str!("../../../lua/enqueue.lua"),
+    include_str!("../../../lua/claim.lua"),
+];
+
+/// Whether a function writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Flag `no-writes`: called with `FCALL_RO`, which a write pause lets
+    /// through.
+    Reads,
+    Writes,
+}
+
+/// What the loader and the callers know of one function.
+#[derive(Debug)]
+struct Spec {
+    /// Its file's name in `lua/`, and its name in Redis before the version.
+    stem: &'static str,
+    file: &'static str,
+    /// The keys it takes, in order.
+    keys: &'static [Key],
+    access: Access,
+    /// The arguments every call starts with: 0 none, 1 the queue's wake-up
+    /// channel, 2 that and the prefix of its group keys.
+    leading: usize,
+}
+
+/// The library's functions, each one row: its `Function`, its stem and
+/// file, its keys, whether it only reads, and its leading arguments.
+macro_rules! functions {
+    ($($function:ident $stem:literal [$($key:ident),*] $access:ident $leading:literal,)*) => {
+        /// A function of the library.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Function {
+            $($function,)*
+        }
+
+        /// By `Function as usize`.
+        const FUNCTIONS: &[Spec] = &[$(Spec {
+            stem: $stem,
+            file: include_str!(concat!("../../../lua/", $stem, ".lua")),
+            keys: &[$(Key::$key),*],
+            access: Access::$access,
+            leading: $leading,
+        },)*];
+    };
+}
+
+functions! {
+    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
+    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
+    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Writes 0,
+    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
+    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed] Writes 2,
+    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress] Reads 0,
+    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Writes 0,
+    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress] Writes 2,
+    Requeue "requeue" [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2,
+    DeadJobs "dead_jobs" [Dead, Jobs] Reads 0,
+    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed] Reads 0,
+    Ready "ready" [] Writes 0,
+    Groups "groups" [Groups, Meta, Weights] Reads 0,
+    Settings "settings" [Meta, Weights] Reads 0,
+    Configure "configure" [Meta, Weights] Writes 1,
+    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed] Writes 2,
+    Schedules "schedules" [Schedules, ScheduleDue, ScheduleRuns] Reads 0,
+    PutSchedule "put_schedule" [Schedules, ScheduleDue, ScheduleRuns] Writes 0,
+    DeleteSchedule "delete_schedule" [Schedules, ScheduleDue, ScheduleRuns] Writes 0,
+    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid] Writes 2,
+    Reshard "reshard" [Meta, Jobs] Writes 0,
+}
+
+impl Function {
+    fn spec(self) -> &'static Spec {
+        &FUNCTIONS[self as usize]
+    }
+}
+
+/// The table's keys and leading arguments, for the functions to name
+/// their keys by (see `queue_of` in `lua/library.lua`): `KEYS_OF[stem]`,
+/// the fields of their keys in order, and `LEADING_OF[stem]`.
+fn lua_table() -> String {
+    let mut keys = String::from("local KEYS_OF = {\n");
+    let mut leading = String::from("local LEADING_OF = {\n");
+    for spec in FUNCTIONS {
+        let names: Vec<String> = spec
+            .keys
+            .iter()
+            .map(|key| format!("'{}'", key.field()))
+            .collect();
+        keys.push_str(&format!("  {} = {{{}}},\n", spec.stem, names.join(", ")));
+        leading.push_str(&format!("  {} = {},\n", spec.stem, spec.leading));
+    }
+    format!("{keys}}}\n{leading}}}\n")
+}
+
+/// The library's code and names.
+#[derive(Debug)]
+pub struct Library {
+    version: String,
+    source: String,
+    /// By `Function as usize`.
+    names: Vec<String>,
+}
+
+/// The library this build of prioq calls.
+pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let code = std::iter::once(lua_table())
+        .chain(PARTS.iter().map(|part| (*part).to_owned()))
+        .chain(FUNCTIONS.iter().map(|spec| spec.file.to_owned()))
+        .collect::<String>();
+    // SHA-1 of the code, as Redis names scripts; 12 hex digits tell
+    // versions apart.
+    let version = redis::Script::new(&code).get_hash()[..12].to_owned();
+    Library {
+        source: format!("#!lua name=prioq_{version}\nlocal VERSION = '{version}'\n{code}"),
+        names: FUNCTIONS
+            .iter()
+            .map(|spec| format!("{}_{version}", spec.stem))
+            .collect(),
+        version,
+    }
+});
+
+impl Library {
+    /// The library's name in Redis, `prioq_<version>`.
+    pub fn name(&self) -> String {
+        format!("prioq_{}", self.version)
+    }
+
+    /// `FUNCTION LOAD REPLACE`: loading the same version again is harmless,
+    /// and a cluster client sends it to every primary.
+    pub fn load_command(&self) -> Cmd {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg("REPLACE").arg(&self.source);
+        cmd
+    }
+
+    /// `FCALL` (`FCALL_RO` for a reading function) of `function` with the
+    /// keys of `queue` it takes, then the queue's wake-up channel and
+    /// group key prefix when it takes them; the caller adds the rest of
+    /// its arguments.
+    pub fn call(&self, function: Function, queue: &QueueKeys) -> Cmd {
+        let spec = function.spec();
+        let mut cmd = redis::cmd(if spec.access == Access::Reads {
+            "FCALL_RO"
+        } else {
+            "FCALL"
+        });
+        cmd.arg(&self.names[function as usize]).arg(spec.keys.len());
+        for key in spec.keys {
+            cmd.arg(queue.key(*key));
+        }
+        if spec.leading >= 1 {
+            cmd.arg(queue.wake_channel());
+        }
+        if spec.leading >= 2 {
+            cmd.arg(queue.group_prefix());
+        }
+        cmd
+    }
+
+    /// `FCALL` of a function that takes no key.
+    pub fn call_keyless(&self, function: Function) -> Cmd {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&self.names[function as usize]).arg(0);
+        cmd
+    }
+}
+
+/// Whether Redis answered that the function is not loaded there.
+pub fn is_function_missing(error: &RedisError) -> bool {
+    error.code() == Some("ERR") && error.detail() == Some("Function not found")
+}
+
+/// Whether Redis does not know Functions at all: it is older than 7.0.
+pub fn is_too_old(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("unknown command"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_is_registered_under_its_versioned_name() {
+        for spec in FUNCTIONS {
+            let registration = format!("'{}_' .. VERSION", spec.stem);
+            assert!(
+                spec.file.contains(&registration),
+                "{} is not registered as {registration}",
+                spec.stem
+            );
+        }
+        assert!(
+            LIBRARY
+                .source
+                .starts_with(&format!("#!lua name={}\n", LIBRARY.name()))
+        );
+    }
+
+    #[test]
+    fn reading_functions_are_declared_no_writes() {
+        for spec in FUNCTIONS {
+            assert_eq!(
+                spec.file.contains("flags = {'no-writes'}"),
+                spec.access == Access::Reads,
+                "{}",
+                spec.stem
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_a_function_takes_is_in_its_header() {
+        // The header's `-- KEYS:` line lists the keys by name, in order.
+        for spec in FUNCTIONS {
+            // The list may go on over lines that start with `--   `.
+            let mut lines = spec.file.lines();
+            let mut text = lines
+                .find_map(|line| line.strip_prefix("-- KEYS: "))
+                .unwrap_or_default()
+                .to_owned();
+            for line in lines {
+                match line.strip_prefix("--   ") {
+                    Some(more) if text.ends_with(',') => text = format!("{text} {more}"),
+                    _ => break,
+                }
+            }
+            let listed: Vec<&str> = text.split(", ").filter(|key| !key.is_empty()).collect();
+            let taken: Vec<&str> = spec.keys.iter().map(|key| key.name()).collect();
+            assert_eq!(listed, taken, "{}", spec.stem);
+        }
+    }
+
+    #[test]
+    fn every_function_names_its_keys_from_the_table() {
+        for spec in FUNCTIONS.iter().filter(|spec| !spec.keys.is_empty()) {
+            assert!(
+                spec.file
+                    .contains(&format!("queue_of('{}', keys, argv)", spec.stem)),
+                "{} does not build its keys with queue_of",
+                spec.stem
+            );
+        }
+    }
+}
