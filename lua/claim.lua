@@ -54,8 +54,8 @@ end
 -- Refills the rate limit's bucket to now: answers the tokens in it.
 local function tokens(c, now)
   fetch(c, {'tokens', 'at'})
-  local held, at = tonumber(get(c, 'tokens')) or c.burst, tonumber(get(c, 'at')) or now
-  return math.min(c.burst, held + math.max(0, now - at) * c.rate / 1000)
+  local held, at = tonumber(get(c, 'tokens')) or c.settings.rate_burst, tonumber(get(c, 'at')) or now
+  return math.min(c.settings.rate_burst, held + math.max(0, now - at) * c.settings.rate_per_second / 1000)
 end
 
 -- Takes up to `wanted` jobs in hand-out order, counting from `handed` jobs
@@ -158,18 +158,18 @@ local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, 
 
   -- What the queue's settings let out now.
   local limited, wait_ms, bucket = '', 0, nil
-  if c.paused then
+  if c.settings.paused then
     wanted, limited = 0, 'paused'
   end
-  if c.max_in_flight and wanted > 0 then
-    local free = math.max(0, c.max_in_flight - redis.call('ZCARD', q.processing))
+  if c.settings.max_in_flight and wanted > 0 then
+    local free = math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))
     if free < wanted then wanted, limited = free, 'max_in_flight' end
   end
-  if c.rate and wanted > 0 then
+  if c.settings.rate_per_second and wanted > 0 then
     bucket = tokens(c, now)
     if math.floor(bucket) < wanted then
       wanted, limited = math.floor(bucket), 'rate_limit'
-      wait_ms = math.ceil((wanted + 1 - bucket) * 1000 / c.rate)
+      wait_ms = math.ceil((wanted + 1 - bucket) * 1000 / c.settings.rate_per_second)
     end
   end
 
@@ -229,7 +229,7 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
       statuses[#statuses + 1] = status
     end
   end
-  if not (acked_with and (c.group_cap or c.max_in_flight)) then
+  if not (acked_with and (c.settings.group_max_in_flight or c.settings.max_in_flight)) then
     if acked_with then
       local acks = {}
       for _, request in ipairs(requests) do

@@ -9,9 +9,9 @@
 --   queue ('0' not to: a sharded queue's other shards, written before the
 --   home, whose call wakes them)
 -- Returns: what `settings` returns, after the change.
--- Errors: INVALID <field> when the result is not a valid setting: a rate
---   limit needs both per_second and burst; at most 10000 weights.
-local MAX_WEIGHTS = 10000
+-- Errors: INVALID <field> when the result is not a valid setting: the
+--   fields of an object are set together or not at all (TOGETHER, from the
+--   settings' table); at most MAX_WEIGHTS weights.
 
 redis.register_function('configure_' .. VERSION, function(keys, argv)
   local q = queue_of('configure', keys, argv)
@@ -36,8 +36,12 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     if change == nil then return redis.call('HGET', settings, field) end
     return change ~= '' and change or false
   end
-  if (after('rate_per_second') == false) ~= (after('rate_burst') == false) then
-    fail(after('rate_per_second') and 'INVALID rate_limit.burst' or 'INVALID rate_limit.per_second')
+  for _, members in ipairs(TOGETHER) do
+    local set, unset = nil, nil
+    for _, member in ipairs(members) do
+      if after(member[1]) then set = member else unset = member end
+    end
+    if set and unset then fail('INVALID ' .. unset[2]) end
   end
   local weighted = clear and 0 or redis.call('HLEN', weights)
   for _, change in ipairs(weight_changes) do

@@ -67,7 +67,7 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         w.created[id] = true
         local prio, delay, max = tonumber(argv[base + 1]), tonumber(argv[base + 2]), tonumber(argv[base + 3])
         local group = argv[base + 4] ~= '' and argv[base + 4] or nil
-        local retain = tonumber(argv[base + 5]) or c.retain
+        local retain = tonumber(argv[base + 5]) or c.settings.retain_ms
         -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
         -- group, retention, schedule (`c.schedule`: set by `fire`)
         records[#records + 1] = id

@@ -151,11 +151,11 @@ redis.register_function('heads_' .. VERSION, function(keys, argv)
   promote_due(c, now, tonumber(argv[3]))
   settle(c)
 
-  local out = {(c.group_cap or c.max_in_flight) and 1 or 0}
-  if c.paused then return out end
+  local out = {(c.settings.group_max_in_flight or c.settings.max_in_flight) and 1 or 0}
+  if c.settings.paused then return out end
   local limit = tonumber(argv[4])
-  if c.max_in_flight then limit = math.min(limit, math.max(0, c.max_in_flight - redis.call('ZCARD', q.processing))) end
-  if c.rate then limit = math.min(limit, math.floor(tokens(c, now))) end
+  if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))) end
+  if c.settings.rate_per_second then limit = math.min(limit, math.floor(tokens(c, now))) end
   if limit <= 0 then return out end
   local ppm, handed = tonumber(argv[5]), number(c, 'floor')
   -- Without groups and floor, the line is pending's first jobs.
@@ -172,7 +172,7 @@ redis.register_function('heads_' .. VERSION, function(keys, argv)
   local taken = {}
   local function capped(entry)
     local group = entry[3]
-    return group and c.group_cap and inflight(c, group) + (taken[group] or 0) >= c.group_cap
+    return group and c.settings.group_max_in_flight and inflight(c, group) + (taken[group] or 0) >= c.settings.group_max_in_flight
   end
   while #out <= limit do
     local head = first(l)

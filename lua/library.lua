@@ -273,38 +273,55 @@ local function class_and_tag(member_score)
   return prio, math.floor((n - prio) * SPAN + 0.5)
 end
 
+-- The fields of `meta` a call reads besides the settings: the largest
+-- weight, the bulk floor's count, the named groups' jobs in flight, the
+-- entries of `progress`, until when a wait may run.
+local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w'}
+
 -- What one call knows of the queue's `meta` hash: the fields it read,
--- those it changed (false deletes one), written back once by `settle`.
--- Reads the settings, the bulk floor's count, the named groups' jobs in
--- flight and the `more` fields in one HMGET.
+-- those it changed (false deletes one), written back once by `settle`;
+-- and the queue's settings, as the loader's SETTINGS (from the table in
+-- src/queue/settings/table.rs) lists them, by field in `settings`. Reads
+-- the settings, the STATE fields and the `more` fields in one HMGET.
 local function context(q, more)
-  more = more or NONE
-  local values = redis.call(
-    'HMGET', q.meta, 'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight',
-    'max_weight', 'retain_ms', 'floor', 'i:', 'progress', 'w', 'shards', unpack(more)
-  )
-  local meta = {floor = values[8], ['i:'] = values[9], progress = values[10], w = values[11], shards = values[12]}
-  for i, field in ipairs(more) do
-    meta[field] = values[12 + i]
+  local fields = {}
+  for i, setting in ipairs(SETTINGS) do
+    fields[i] = setting.field
+  end
+  for _, list in ipairs({STATE, more or NONE}) do
+    for _, field in ipairs(list) do
+      fields[#fields + 1] = field
+    end
+  end
+  local values = redis.call('HMGET', q.meta, unpack(fields))
+  local meta = {}
+  for i, field in ipairs(fields) do
+    meta[field] = values[i]
   end
   -- A shard of a queue split over k enforces its share of the caps and
   -- of the rate limit (frozen shards, mid-change, hold -k).
-  local k = math.abs(tonumber(values[12]) or 1)
-  local function share(value)
-    value = tonumber(value)
-    return value and math.ceil(value / k)
+  local k = math.abs(tonumber(meta.shards) or 1)
+  local settings = {}
+  for _, setting in ipairs(SETTINGS) do
+    local value = meta[setting.field]
+    if setting.kind == 'flag' then
+      value = value == '1'
+    else
+      value = tonumber(value) or setting.default
+      if value and setting.share == 'ceil' then
+        value = math.ceil(value / k)
+      elseif value and setting.share == 'divide' then
+        value = value / k
+      end
+    end
+    settings[setting.field] = value
   end
   return {
     q = q,
     meta = meta,
     dirty = {},
-    paused = values[1] == '1',
-    max_in_flight = share(values[2]),
-    rate = tonumber(values[3]) and tonumber(values[3]) / k,
-    burst = share(values[4]),
-    group_cap = share(values[5]),
-    step = tonumber(values[6]) or 1,
-    retain = tonumber(values[7]) or 0,
+    settings = settings,
+    step = tonumber(meta.max_weight) or 1,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.
     weights = nil,
@@ -389,7 +406,7 @@ local function inflight(c, group)
 end
 
 local function at_cap(c, group)
-  return c.group_cap ~= nil and inflight(c, group) >= c.group_cap
+  return c.settings.group_max_in_flight ~= nil and inflight(c, group) >= c.settings.group_max_in_flight
 end
 
 local function group_key(c, group)
@@ -735,7 +752,7 @@ end
 -- Wakes the claims waiting for a slot when the queue's jobs in flight
 -- just dropped below max_in_flight (`before` of them were in flight).
 local function wake_if_slot_freed(c, before)
-  if c.max_in_flight and before >= c.max_in_flight and redis.call('ZCARD', c.q.processing) < c.max_in_flight then
+  if c.settings.max_in_flight and before >= c.settings.max_in_flight and redis.call('ZCARD', c.q.processing) < c.settings.max_in_flight then
     redis.call('PUBLISH', c.q.wake, '')
   end
 end
@@ -782,7 +799,7 @@ local function ack_all(c, argv, first, last, now)
     end
   end
   if #ending > 0 then
-    local in_flight = c.max_in_flight and redis.call('ZCARD', q.processing)
+    local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
     if number(c, 'i:') > 0 then
@@ -835,7 +852,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   elseif not make_pending(c, {{id, job, now}}) then
     return nil
   end
-  local in_flight = c.max_in_flight and redis.call('ZCARD', q.processing)
+  local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
   redis.call('ZREM', q.processing, id)
   redis.call('HDEL', q.leases, id)
   leave_processing(c, job.group)
@@ -880,7 +897,10 @@ end
 
 -- The settings in `meta`, as field, value pairs of those set.
 local function settings_of(meta)
-  local fields = {'paused', 'max_in_flight', 'rate_per_second', 'rate_burst', 'group_max_in_flight', 'retain_ms', 'shards'}
+  local fields = {}
+  for i, setting in ipairs(SETTINGS) do
+    fields[i] = setting.field
+  end
   local out = {}
   for i, value in ipairs(redis.call('HMGET', meta, unpack(fields))) do
     if value then

@@ -1,7 +1,6 @@
 use clap::Parser;
 use prioq::config::{Command, Config};
 use prioq::startup::{self, Application};
-use utoipa::OpenApi;
 
 /// glibc's allocator took a sixth of the request path's CPU in a profile.
 #[global_allocator]
@@ -10,7 +9,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     if let Some(Command::Openapi) = config.command {
-        let document = prioq::http::ApiDoc::openapi().to_pretty_json()?;
+        let document = prioq::http::document().to_pretty_json()?;
         #[allow(clippy::print_stdout)]
         {
             println!("{document}");

@@ -1,11 +1,12 @@
 //! The lease lifecycle: claim (with long poll), ack, ack many, extend, nack.
 
 use std::time::Duration;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::post;
-use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -17,13 +18,13 @@ use super::params::{JobPath, QueuePath, is_job_id};
 use super::{AppState, AskedToWait};
 use crate::queue::{Ack, AckOutcome, ClaimOptions, Nack, QueueError};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues/{queue}/claim", post(claim))
-        .route("/v1/queues/{queue}/ack", post(ack_many))
-        .route("/v1/queues/{queue}/jobs/{id}/ack", post(ack))
-        .route("/v1/queues/{queue}/jobs/{id}/extend", post(extend))
-        .route("/v1/queues/{queue}/jobs/{id}/nack", post(nack))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(claim))
+        .routes(routes!(ack_many))
+        .routes(routes!(ack))
+        .routes(routes!(extend))
+        .routes(routes!(nack))
 }
 
 const LEASE_MS: std::ops::RangeInclusive<u64> = 100..=43_200_000;
@@ -83,7 +84,7 @@ pub struct ClaimResponse {
 /// wait is needed, and before any wait begins.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/claim", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     request_body(content = ClaimRequest, description = "May be left out"),
     responses(
         (status = 200, description = "The leased jobs (state `processing`) and the acks' outcomes", body = ClaimResponse),
@@ -185,7 +186,7 @@ fn check_token(field: &str, token: &str) -> Result<()> {
 /// after the deadline as long as the sweeper has not taken the job back.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/{id}/ack", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     request_body = AckRequest,
     responses(
         (status = 204, description = "Acknowledged; the job is gone or completed"),
@@ -259,7 +260,7 @@ pub struct AckResult {
 /// Each entry follows the single-ack rules on its own.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/ack", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     request_body = AckManyRequest,
     responses(
         (status = 200, description = "One result per entry", body = AckManyResponse),
@@ -341,7 +342,7 @@ pub struct ExtendRequest {
 /// The new deadline is now + `lease_ms`; the lease token stays the same.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/{id}/extend", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     request_body = ExtendRequest,
     responses(
         (status = 200, description = "The job with its new `lease_expires_at`", body = JobView),
@@ -407,7 +408,7 @@ pub struct NackRequest {
 /// `dead` when `dead` is true or its attempts reach `max_attempts`.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/{id}/nack", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     request_body = NackRequest,
     responses(
         (status = 200, description = "The job in its new state", body = JobView),

@@ -1,11 +1,11 @@
 //! The dead-letter queue: list, requeue, delete.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
@@ -13,11 +13,11 @@ use super::extract::{ApiPath, ApiQuery, OptionalJsonBody};
 use super::jobs::JobView;
 use super::params::{JobPath, QueuePath, parse_cursor};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues/{queue}/dlq", get(dead_jobs))
-        .route("/v1/queues/{queue}/dlq/{id}/requeue", post(requeue))
-        .route("/v1/queues/{queue}/dlq/{id}", delete(delete_dead))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(dead_jobs))
+        .routes(routes!(requeue))
+        .routes(routes!(delete_dead))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -45,7 +45,7 @@ pub struct DeadJobsPage {
 /// List dead jobs.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/dlq", tag = "dlq",
-    params(("queue" = String, Path, description = "Queue name"), DeadJobsQuery),
+    params(QueuePath, DeadJobsQuery),
     responses(
         (status = 200, description = "A page of dead jobs", body = DeadJobsPage),
     )
@@ -92,7 +92,7 @@ pub struct RequeueRequest {
 /// in its priority. The body may be left out.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/dlq/{id}/requeue", tag = "dlq",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     request_body(content = RequeueRequest, description = "May be left out"),
     responses(
         (status = 200, description = "The job, pending again", body = JobView),
@@ -115,7 +115,7 @@ pub async fn requeue(
 /// Delete a dead job.
 #[utoipa::path(
     delete, path = "/v1/queues/{queue}/dlq/{id}", tag = "dlq",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     responses(
         (status = 204, description = "Deleted"),
     )

@@ -100,9 +100,9 @@ impl From<QueueError> for ApiError {
                 source: anyhow::anyhow!("arrival tags exhausted"),
             },
             QueueError::Invalid(field) => {
-                let reason = match field.as_str() {
-                    "group_weights" => "would hold more than 10000 weights",
-                    _ => "a rate limit needs both `per_second` and `burst`",
+                let reason = match field.split_once('.') {
+                    Some((object, _)) => format!("`{object}` needs every one of its fields"),
+                    None => "would hold more weights than a queue may have".to_owned(),
                 };
                 Self::validation(field, reason)
             }

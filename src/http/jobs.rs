@@ -2,12 +2,12 @@
 //! endpoint answers with.
 
 use std::time::Duration;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
@@ -18,11 +18,11 @@ use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::queue::{Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues/{queue}/jobs", post(enqueue))
-        .route("/v1/queues/{queue}/jobs/batch", post(enqueue_batch))
-        .route("/v1/queues/{queue}/jobs/{id}", get(job).delete(delete_job))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(enqueue))
+        .routes(routes!(enqueue_batch))
+        .routes(routes!(job, delete_job))
 }
 
 const MAX_TASK_CHARS: usize = 200;
@@ -319,7 +319,7 @@ pub fn timestamp(unix_ms: i64) -> String {
 /// that id is answered (200, `created: false`) and nothing is added.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs", tag = "jobs",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "Job added", body = JobView,
@@ -366,7 +366,7 @@ pub async fn enqueue(
 /// is added. A client id repeated in one batch creates one job.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/batch", tag = "jobs",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     request_body = EnqueueBatchRequest,
     responses(
         (status = 200, description = "Every job, in request order, with `created`", body = JobList),
@@ -416,7 +416,7 @@ pub struct JobQuery {
 /// unknown, or is gone by the time it ends (acked without retention).
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/jobs/{id}", tag = "jobs",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id"), JobQuery),
+    params(JobPath, JobQuery),
     responses(
         (status = 200, description = "The job", body = JobView),
     )
@@ -450,7 +450,7 @@ pub async fn job(
 /// A job being processed cannot be deleted (409 `conflict`).
 #[utoipa::path(
     delete, path = "/v1/queues/{queue}/jobs/{id}", tag = "jobs",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Job id")),
+    params(JobPath),
     responses(
         (status = 204, description = "Deleted"),
     )

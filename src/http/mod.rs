@@ -32,7 +32,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::config::Config;
 use crate::queue::Broker;
 use error::{ApiError, ErrorCause};
-pub use openapi::ApiDoc;
+pub use openapi::{ApiDoc, document};
 
 /// What every handler can reach; cloned for every request, so one `Arc`.
 #[derive(Debug, Clone)]
@@ -69,17 +69,11 @@ const REQUEST_ID: &str = "x-request-id";
 
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(jobs::router())
-        .merge(claims::router())
-        .merge(dlq::router())
-        .merge(queues::router())
-        .merge(settings::router())
-        .merge(schedules::router())
-        .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+    let (v1, ops) = openapi::routes();
+    let v1 = Router::from(v1).route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
-        .merge(api)
-        .merge(ops::router())
+        .merge(v1)
+        .merge(Router::from(ops))
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
         .merge(ui::router())
         .fallback(not_found)

@@ -1,6 +1,11 @@
-//! The OpenAPI document, generated from the handlers' annotations, plus
-//! what every `/v1` operation shares: the bearer scheme and the problem
-//! answers of the contract's error table.
+//! The OpenAPI document: each route's entry comes with the route itself
+//! (`routes`, from each resource's `OpenApiRouter`), and this module adds
+//! what the document says once: its info, tags and shared schemas
+//! (`ApiDoc`), and what every `/v1` operation shares: the bearer scheme,
+//! the problem answers of the contract's error table and the shape of
+//! the path segments.
+
+use std::sync::LazyLock;
 
 use serde_json::json;
 use utoipa::openapi::content::ContentBuilder;
@@ -8,10 +13,11 @@ use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{Components, Ref, RefOr, Required};
+use utoipa::openapi::{self, Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
-use super::{claims, dlq, error, jobs, ops, queues, schedules, settings};
+use super::{AppState, claims, dlq, error, jobs, ops, queues, schedules, settings};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -21,18 +27,7 @@ use super::{claims, dlq, error, jobs, ops, queues, schedules, settings};
             Priority 0 is the most urgent; inside a priority, jobs are served in arrival order.",
         license(name = "MIT")
     ),
-    paths(
-        jobs::enqueue, jobs::enqueue_batch, jobs::job, jobs::delete_job,
-        claims::claim, claims::ack, claims::ack_many, claims::extend, claims::nack,
-        dlq::dead_jobs, dlq::requeue, dlq::delete_dead,
-        queues::queues, queues::queue, queues::groups,
-        settings::settings, settings::change_settings, settings::pause, settings::resume,
-        schedules::schedules, schedules::schedule, schedules::put_schedule,
-        schedules::delete_schedule, schedules::pause_schedule, schedules::resume_schedule,
-        ops::healthz, ops::readyz, ops::metrics, ops::openapi,
-    ),
     components(schemas(error::Problem, error::ProblemCode)),
-    modifiers(&SharedAnswers),
     tags(
         (name = "jobs", description = "Enqueue, read and delete jobs"),
         (name = "leases", description = "Claim jobs and end their leases"),
@@ -43,6 +38,36 @@ use super::{claims, dlq, error, jobs, ops, queues, schedules, settings};
     )
 )]
 pub struct ApiDoc;
+
+/// The routes of the API, each with its entry in the document: those of
+/// `/v1`, which need a token when tokens are set, and the operations'.
+pub(super) fn routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
+    let v1 = OpenApiRouter::new()
+        .merge(jobs::routes())
+        .merge(claims::routes())
+        .merge(dlq::routes())
+        .merge(queues::routes())
+        .merge(settings::routes())
+        .merge(schedules::routes());
+    (v1, ops::routes())
+}
+
+/// The whole document, from the routes' entries and `ApiDoc`.
+pub fn document() -> openapi::OpenApi {
+    let (v1, ops) = routes();
+    complete(v1.split_for_parts().1, ops.split_for_parts().1)
+}
+
+/// The document of the routes' entries `v1` and `ops`, with what they
+/// share.
+fn complete(v1: openapi::OpenApi, ops: openapi::OpenApi) -> openapi::OpenApi {
+    let mut document = ApiDoc::openapi().merge_from(v1).merge_from(ops);
+    SharedAnswers.modify(&mut document);
+    document
+}
+
+/// The document `/openapi.json` serves, made once.
+pub(super) static DOCUMENT: LazyLock<openapi::OpenApi> = LazyLock::new(document);
 
 /// The problem answers any `/v1` operation can give, by status.
 const ALWAYS: [(&str, &str, &str); 3] = [

@@ -1,22 +1,22 @@
 //! Operations endpoints, open without a token: health, readiness,
 //! metrics, the OpenAPI document.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::routing::get;
 use futures_util::future::try_join_all;
 use serde::Serialize;
-use utoipa::{OpenApi, ToSchema};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
 }
 
 /// Health or readiness.
@@ -98,6 +98,6 @@ pub async fn metrics(
 /// The OpenAPI document of this API.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
-pub async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(super::ApiDoc::openapi())
+pub async fn openapi() -> axum::Json<&'static utoipa::openapi::OpenApi> {
+    axum::Json(&super::openapi::DOCUMENT)
 }

@@ -2,6 +2,7 @@
 //! answers 400 before anything else happens.
 
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::error::ApiError;
 use crate::queue::PageCursor;
@@ -59,12 +60,7 @@ impl JobId {
     }
 }
 
-pub fn is_job_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
-}
+pub use crate::queue::is_job_id;
 
 /// A schedule's name: `^[A-Za-z0-9_.-]{1,100}$`.
 #[derive(Debug, Clone, Deserialize)]
@@ -104,20 +100,36 @@ pub fn parse_cursor(cursor: Option<String>) -> Result<Option<PageCursor>, ApiErr
         .transpose()
 }
 
-#[derive(Debug, Deserialize)]
+/// The path of a queue's routes.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 pub struct QueuePath {
+    /// Queue name
+    #[param(value_type = String)]
     pub queue: QueueName,
 }
 
-#[derive(Debug, Deserialize)]
+/// The path of a job's routes.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 pub struct JobPath {
+    /// Queue name
+    #[param(value_type = String)]
     pub queue: QueueName,
+    /// Job id
+    #[param(value_type = String)]
     pub id: JobId,
 }
 
-#[derive(Debug, Deserialize)]
+/// The path of a schedule's routes.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 pub struct SchedulePath {
+    /// Queue name
+    #[param(value_type = String)]
     pub queue: QueueName,
+    /// Schedule name, 1 to 100 of A-Z a-z 0-9 _ . -
+    #[param(value_type = String)]
     pub name: ScheduleName,
 }
 

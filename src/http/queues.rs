@@ -1,11 +1,11 @@
 //! Queue statistics: depth by state and by priority class.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use futures_util::future::try_join_all;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
@@ -13,11 +13,11 @@ use super::extract::{ApiPath, ApiQuery};
 use super::params::{QueuePath, parse_cursor};
 use crate::queue::QueueStats;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues", get(queues))
-        .route("/v1/queues/{queue}", get(queue))
-        .route("/v1/queues/{queue}/groups", get(groups))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(queues))
+        .routes(routes!(queue))
+        .routes(routes!(groups))
 }
 
 /// One queue's counts.
@@ -93,7 +93,7 @@ pub struct QueueList {
 /// A queue never used answers with zeros.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     responses(
         (status = 200, description = "The queue's counts", body = QueueView),
     )
@@ -160,7 +160,7 @@ pub struct GroupView {
 /// Named groups with jobs pending or processing, most pending first.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/groups", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name"), GroupsQuery),
+    params(QueuePath, GroupsQuery),
     responses(
         (status = 200, description = "A page of groups", body = GroupsPage),
     )

@@ -2,13 +2,13 @@
 //! resume. Each fire time enqueues one job, fleet-wide (see
 //! `queue::schedules`).
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
@@ -17,21 +17,12 @@ use super::jobs::{default_priority, empty_args, scheduled_job, timestamp};
 use super::params::{QueuePath, SchedulePath};
 use crate::queue::{Cron, CronError, QueueError, Schedule, ScheduleSpec};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues/{queue}/schedules", get(schedules))
-        .route(
-            "/v1/queues/{queue}/schedules/{name}",
-            get(schedule).put(put_schedule).delete(delete_schedule),
-        )
-        .route(
-            "/v1/queues/{queue}/schedules/{name}/pause",
-            post(pause_schedule),
-        )
-        .route(
-            "/v1/queues/{queue}/schedules/{name}/resume",
-            post(resume_schedule),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(schedules))
+        .routes(routes!(schedule, put_schedule, delete_schedule))
+        .routes(routes!(pause_schedule))
+        .routes(routes!(resume_schedule))
 }
 
 /// A schedule: a cron pattern in a time zone, and the job each of its fire
@@ -194,7 +185,7 @@ fn schedule_error(error: QueueError) -> ApiError {
 /// List a queue's schedules.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     responses((status = 200, description = "The schedules, by name", body = ScheduleList))
 )]
 pub async fn schedules(
@@ -214,7 +205,7 @@ pub async fn schedules(
 /// Read a schedule.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    params(SchedulePath),
     responses((status = 200, description = "The schedule", body = ScheduleView))
 )]
 pub async fn schedule(
@@ -237,7 +228,7 @@ pub async fn schedule(
 /// fleet-wide, with id `{name}:{fire time in ms}`.
 #[utoipa::path(
     put, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name, 1 to 100 of A-Z a-z 0-9 _ . -")),
+    params(SchedulePath),
     request_body = ScheduleRequest,
     responses(
         (status = 201, description = "Created", body = ScheduleView),
@@ -266,7 +257,7 @@ pub async fn put_schedule(
 /// Delete a schedule; the jobs it made stay.
 #[utoipa::path(
     delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    params(SchedulePath),
     responses((status = 204, description = "Deleted"))
 )]
 pub async fn delete_schedule(
@@ -284,7 +275,7 @@ pub async fn delete_schedule(
 /// Pause a schedule: it fires nothing until resumed.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/schedules/{name}/pause", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    params(SchedulePath),
     responses((status = 200, description = "The schedule, paused", body = ScheduleView))
 )]
 pub async fn pause_schedule(
@@ -298,7 +289,7 @@ pub async fn pause_schedule(
 /// now; the times passed while paused fire nothing.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/schedules/{name}/resume", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name"), ("name" = String, Path, description = "Schedule name")),
+    params(SchedulePath),
     responses((status = 200, description = "The schedule, not paused", body = ScheduleView))
 )]
 pub async fn resume_schedule(

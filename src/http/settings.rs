@@ -1,226 +1,221 @@
 //! A queue's settings: read, change by JSON merge patch (RFC 7396), pause
-//! and resume.
+//! and resume. The bodies and their OpenAPI schemas come from the table
+//! of settings (`queue::setting_table`): a setting added there is read,
+//! checked, shown and documented here with no change to this file.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
-use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::ToSchema;
+use serde_json::json;
+use serde_json::{Map, Value};
+use utoipa::openapi::schema::{
+    AdditionalProperties, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat,
+    SchemaType, Type,
+};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, JsonBody, present_object};
-use super::params::{QueuePath, is_job_id};
-use crate::queue::store::keys::MAX_SHARDS;
-use crate::queue::{MAX_RETAIN_MS, RateLimit, Settings, SettingsChange};
+use super::extract::{ApiPath, JsonBody};
+use super::params::QueuePath;
+use crate::queue::setting_table::{Kind, OBJECTS, SETTINGS, Setting};
+use crate::queue::{Settings, SettingsChange};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/v1/queues/{queue}/settings",
-            get(settings).patch(change_settings),
-        )
-        .route("/v1/queues/{queue}/pause", post(pause))
-        .route("/v1/queues/{queue}/resume", post(resume))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(settings, change_settings))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
 }
 
-const MAX_IN_FLIGHT: std::ops::RangeInclusive<u64> = 1..=1_000_000;
-const GROUP_MAX_IN_FLIGHT: std::ops::RangeInclusive<u64> = 1..=100_000;
-const MAX_RATE: f64 = 1_000_000.0;
-const BURST: std::ops::RangeInclusive<u64> = 1..=1_000_000;
-const WEIGHT: std::ops::RangeInclusive<u32> = 1..=100;
-const MAX_WEIGHTS: usize = 10_000;
-const RETAIN_MS: std::ops::RangeInclusive<u64> = 0..=MAX_RETAIN_MS;
-const SHARDS: std::ops::RangeInclusive<u32> = 1..=MAX_SHARDS;
-
-/// How a queue hands out its jobs.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"paused": false, "max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5}, "group_max_in_flight": 10, "retain_ms": 86400000, "shards": 1}))]
-pub struct SettingsView {
-    /// While true, claims hand out nothing.
-    paused: bool,
-    /// Jobs of the queue processing at once at most, fleet-wide.
-    max_in_flight: Option<u64>,
-    /// Over any t seconds the fleet hands out at most burst + per_second × t jobs.
-    rate_limit: Option<RateLimitView>,
-    /// Groups' weights in their fair share (default 1).
-    group_weights: BTreeMap<String, u32>,
-    /// Jobs of one named group processing at once at most, fleet-wide.
-    group_max_in_flight: Option<u64>,
-    /// How long jobs enqueued without a `retain_ms` of their own are kept
-    /// once acked (ms; 0: deleted on ack).
-    retain_ms: u64,
-    /// The number of Redis hash slots the queue's jobs are spread over.
-    shards: u32,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RateLimitView {
-    per_second: f64,
-    burst: u64,
-}
+/// How a queue hands out its jobs: every setting, its default when not
+/// set.
+#[derive(Debug)]
+pub struct SettingsView(Value);
 
 impl From<Settings> for SettingsView {
     fn from(settings: Settings) -> Self {
-        Self {
-            paused: settings.paused,
-            max_in_flight: settings.max_in_flight,
-            rate_limit: settings
-                .rate_limit
-                .map(|RateLimit { per_second, burst }| RateLimitView { per_second, burst }),
-            group_weights: settings.group_weights,
-            group_max_in_flight: settings.group_max_in_flight,
-            retain_ms: settings.retain_ms,
-            shards: settings.shards,
-        }
+        Self(settings.view())
+    }
+}
+
+impl axum::response::IntoResponse for SettingsView {
+    fn into_response(self) -> axum::response::Response {
+        axum::Json(self.0).into_response()
     }
 }
 
 /// A JSON merge patch of the settings: a field left out stays as it is,
 /// `null` resets it to its default.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"max_in_flight": 200, "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5, "tenant-7": null}}))]
-pub struct SettingsPatch {
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<bool>)]
-    paused: Option<Option<bool>>,
-    /// 1 to 1000000.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 1, maximum = 1_000_000)]
-    max_in_flight: Option<Option<u64>>,
-    #[serde(default, deserialize_with = "present_object")]
-    #[schema(value_type = Option<RateLimitPatch>)]
-    rate_limit: Option<Option<RateLimitPatch>>,
-    /// Weights 1 to 100 by group; `null` drops a group's weight (back to 1).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<BTreeMap<String, Option<u32>>>)]
-    group_weights: Option<Option<BTreeMap<String, Option<u32>>>>,
-    /// 1 to 100000.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 1, maximum = 100_000)]
-    group_max_in_flight: Option<Option<u64>>,
-    /// 0 to 2592000000 (30 days); `null` resets it to 0.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 0, maximum = 2_592_000_000_u64)]
-    retain_ms: Option<Option<u64>>,
-    /// 1 to 64; `null` resets it to 1. Changes only while the queue holds
-    /// no job in any state, else 409 and nothing changes.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u32>, minimum = 1, maximum = 64)]
-    shards: Option<Option<u32>>,
+#[derive(Debug)]
+pub struct SettingsPatch;
+
+/// Which of a schema's two forms: the settings as shown, or a patch of
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    View,
+    Patch,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitPatch {
-    /// Above 0, at most 1000000.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>, maximum = 1_000_000)]
-    per_second: Option<Option<f64>>,
-    /// 1 to 1000000.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 1, maximum = 1_000_000)]
-    burst: Option<Option<u64>>,
-}
-
-/// A field that is there, `null` or not: tells a `null` (reset) from a
-/// field left out, which `#[serde(default)]` leaves `None`.
-fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
-fn check_range<T: PartialOrd + Copy>(
-    field: &str,
-    value: Option<Option<T>>,
-    range: &std::ops::RangeInclusive<T>,
-    reason: &str,
-) -> Result<Option<Option<T>>> {
-    match value {
-        Some(Some(v)) if !range.contains(&v) => Err(ApiError::validation(field, reason)),
-        other => Ok(other),
+impl Form {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::View => "View",
+            Self::Patch => "Patch",
+        }
     }
 }
 
-impl SettingsPatch {
-    /// Checks what serde cannot and turns the patch into a change.
-    fn into_change(self) -> Result<SettingsChange> {
-        let mut change = SettingsChange {
-            paused: self.paused.map(|paused| paused.unwrap_or(false)),
-            max_in_flight: check_range(
-                "max_in_flight",
-                self.max_in_flight,
-                &MAX_IN_FLIGHT,
-                "must be 1 to 1000000",
-            )?,
-            group_max_in_flight: check_range(
-                "group_max_in_flight",
-                self.group_max_in_flight,
-                &GROUP_MAX_IN_FLIGHT,
-                "must be 1 to 100000",
-            )?,
-            retain_ms: check_range(
-                "retain_ms",
-                self.retain_ms,
-                &RETAIN_MS,
-                "must be 0 to 2592000000",
-            )?,
-            shards: check_range("shards", self.shards, &SHARDS, "must be 1 to 64")?
-                .map(|shards| shards.unwrap_or(1)),
-            ..SettingsChange::default()
-        };
-        match self.rate_limit {
-            None => {}
-            Some(None) => {
-                change.rate_per_second = Some(None);
-                change.rate_burst = Some(None);
-            }
-            Some(Some(rate)) => {
-                if let Some(Some(per_second)) = rate.per_second
-                    && !(per_second > 0.0 && per_second <= MAX_RATE)
-                {
-                    return Err(ApiError::validation(
-                        "rate_limit.per_second",
-                        "must be above 0 and at most 1000000",
-                    ));
-                }
-                change.rate_per_second = rate.per_second;
-                change.rate_burst = check_range(
-                    "rate_limit.burst",
-                    rate.burst,
-                    &BURST,
-                    "must be 1 to 1000000",
-                )?;
-            }
+/// `kind`, or `null` too.
+fn types(kind: Type, or_null: bool) -> SchemaType {
+    if or_null {
+        SchemaType::from_iter([kind, Type::Null])
+    } else {
+        kind.into()
+    }
+}
+
+/// A setting's value: its type, bounds and text. In a patch every value
+/// may be `null` (reset); in the view those without a default, unless
+/// they belong to an object (shown whole or as `null`).
+fn value_schema(setting: &Setting, form: Form) -> RefOr<Schema> {
+    let nullable = |kind: Type, default_is_null: bool| {
+        let or_null = form == Form::Patch || (default_is_null && setting.member().is_none());
+        ObjectBuilder::new()
+            .schema_type(types(kind, or_null))
+            .description(Some(setting.doc))
+    };
+    let schema = match setting.kind {
+        Kind::Flag => nullable(Type::Boolean, false),
+        Kind::Count { min, max, default } => nullable(Type::Integer, default.is_none())
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(min as f64))
+            .maximum(Some(max as f64)),
+        Kind::Rate { min, max } => nullable(Type::Number, true)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double)))
+            .minimum(Some(min))
+            .maximum(Some(max)),
+        Kind::Weights { max, groups } => {
+            let weight = ObjectBuilder::new()
+                .schema_type(types(Type::Integer, form == Form::Patch))
+                .minimum(Some(1.0))
+                .maximum(Some(max as f64));
+            nullable(Type::Object, false)
+                .additional_properties(Some(AdditionalProperties::RefOr(weight.into())))
+                .max_properties(Some(groups))
+                .property_names(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .pattern(Some("^[A-Za-z0-9_.:-]{1,128}$")),
+                ))
         }
-        match self.group_weights {
-            None => {}
-            Some(None) => change.clear_weights = true,
-            Some(Some(weights)) => {
-                if weights.len() > MAX_WEIGHTS {
-                    return Err(ApiError::validation(
-                        "group_weights",
-                        "must hold at most 10000 groups",
-                    ));
-                }
-                for (group, weight) in weights {
-                    let field = format!("group_weights.{group}");
-                    if !is_job_id(&group) {
-                        return Err(ApiError::validation(
-                            field,
-                            "a group is 1 to 128 of A-Z a-z 0-9 _ . : -",
-                        ));
-                    }
-                    let weight = check_range(&field, Some(weight), &WEIGHT, "must be 1 to 100")?;
-                    change.group_weights.push((group, weight.flatten()));
+    };
+    schema.into()
+}
+
+/// The settings object, or one of its objects (`object`), in a form.
+fn object_schema(object: Option<&str>, form: Form) -> Schema {
+    let mut builder = ObjectBuilder::new().schema_type(Type::Object);
+    if form == Form::Patch {
+        builder = builder.additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    }
+    let mut objects_done = Vec::new();
+    for setting in SETTINGS {
+        match (setting.member(), object) {
+            (None, None) => {
+                builder = builder.property(setting.path, value_schema(setting, form));
+                if form == Form::View {
+                    builder = builder.required(setting.path);
                 }
             }
+            (Some((name, field)), Some(wanted)) if name == wanted => {
+                builder = builder.property(field, value_schema(setting, form));
+                if form == Form::View {
+                    builder = builder.required(field);
+                }
+            }
+            (Some((name, _)), None) if !objects_done.contains(&name) => {
+                objects_done.push(name);
+                let object = OBJECTS.iter().find(|o| o.name == name);
+                let (schema, doc) = object.map_or((name, ""), |o| (o.schema, o.doc));
+                let mut reference = Ref::from_schema_name(format!("{schema}{}", form.suffix()));
+                reference.description = doc.to_owned();
+                builder = builder.property(
+                    name,
+                    OneOfBuilder::new()
+                        .item(reference)
+                        .item(ObjectBuilder::new().schema_type(Type::Null)),
+                );
+                if form == Form::View {
+                    builder = builder.required(name);
+                }
+            }
+            _ => {}
         }
-        Ok(change)
+    }
+    builder.into()
+}
+
+impl PartialSchema for SettingsView {
+    fn schema() -> RefOr<Schema> {
+        let mut schema = object_schema(None, Form::View);
+        if let Schema::Object(object) = &mut schema {
+            object.description = Some("How a queue hands out its jobs.".into());
+            object.example = Some(json!({"paused": false, "max_in_flight": 200,
+                "rate_limit": {"per_second": 50.0, "burst": 50}, "group_weights": {"tenant-42": 5},
+                "group_max_in_flight": 10, "retain_ms": 86400000, "shards": 1}));
+        }
+        schema.into()
+    }
+}
+
+impl PartialSchema for SettingsPatch {
+    fn schema() -> RefOr<Schema> {
+        let mut schema = object_schema(None, Form::Patch);
+        if let Schema::Object(object) = &mut schema {
+            object.description = Some(
+                "A JSON merge patch of the settings: a field left out stays as it is, `null` resets it to its default."
+                    .into(),
+            );
+            object.example = Some(json!({"max_in_flight": 200,
+                "rate_limit": {"per_second": 50.0, "burst": 50},
+                "group_weights": {"tenant-42": 5, "tenant-7": null}}));
+        }
+        schema.into()
+    }
+}
+
+/// The schemas of the settings' objects, one per shape and form.
+fn object_schemas(form: Form, schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    for object in OBJECTS {
+        let name = format!("{}{}", object.schema, form.suffix());
+        if !schemas.iter().any(|(known, _)| *known == name) {
+            schemas.push((name, object_schema(Some(object.name), form).into()));
+        }
+    }
+}
+
+impl ToSchema for SettingsView {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("SettingsView")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        object_schemas(Form::View, schemas);
+    }
+}
+
+impl ToSchema for SettingsPatch {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("SettingsPatch")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        object_schemas(Form::Patch, schemas);
     }
 }
 
@@ -229,15 +224,15 @@ impl SettingsPatch {
 /// A queue never configured answers the defaults.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/settings", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     responses((status = 200, description = "The settings", body = SettingsView))
 )]
 pub async fn settings(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-) -> Result<axum::Json<SettingsView>> {
+) -> Result<SettingsView> {
     let settings = state.broker.settings(path.queue.as_str()).await?;
-    Ok(axum::Json(settings.into()))
+    Ok(settings.into())
 }
 
 /// Change a queue's settings.
@@ -250,32 +245,26 @@ pub async fn settings(
 /// any state; otherwise 409 `conflict`, and nothing changes.
 #[utoipa::path(
     patch, path = "/v1/queues/{queue}/settings", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     request_body(content = SettingsPatch, content_type = "application/merge-patch+json"),
     responses((status = 200, description = "The settings after the change", body = SettingsView))
 )]
 pub async fn change_settings(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-    JsonBody(patch): JsonBody<SettingsPatch>,
-) -> Result<axum::Json<SettingsView>> {
-    let change = patch.into_change()?;
+    JsonBody(patch): JsonBody<Map<String, Value>>,
+) -> Result<SettingsView> {
+    let change = SettingsChange::from_patch(&patch)
+        .map_err(|refusal| ApiError::validation(refusal.field, refusal.reason))?;
     let settings = state.broker.configure(path.queue.as_str(), &change).await?;
-    Ok(axum::Json(settings.into()))
+    Ok(settings.into())
 }
 
-async fn set_paused(
-    state: &AppState,
-    queue: &str,
-    paused: bool,
-) -> Result<axum::Json<SettingsView>> {
-    let change = SettingsChange {
-        paused: Some(paused),
-        ..SettingsChange::default()
-    };
-    Ok(axum::Json(
-        state.broker.configure(queue, &change).await?.into(),
-    ))
+async fn set_paused(state: &AppState, queue: &str, paused: bool) -> Result<SettingsView> {
+    let patch = Map::from_iter([("paused".to_owned(), Value::Bool(paused))]);
+    let change = SettingsChange::from_patch(&patch)
+        .map_err(|refusal| ApiError::validation(refusal.field, refusal.reason))?;
+    Ok(state.broker.configure(queue, &change).await?.into())
 }
 
 /// Pause a queue.
@@ -284,13 +273,13 @@ async fn set_paused(
 /// waiting); enqueue, ack, extend, nack and the sweeper go on.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/pause", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     responses((status = 200, description = "The settings, paused", body = SettingsView))
 )]
 pub async fn pause(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-) -> Result<axum::Json<SettingsView>> {
+) -> Result<SettingsView> {
     set_paused(&state, path.queue.as_str(), true).await
 }
 
@@ -299,12 +288,12 @@ pub async fn pause(
 /// Waiting long polls on every instance are woken.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/resume", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(QueuePath),
     responses((status = 200, description = "The settings, not paused", body = SettingsView))
 )]
 pub async fn resume(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-) -> Result<axum::Json<SettingsView>> {
+) -> Result<SettingsView> {
     set_paused(&state, path.queue.as_str(), false).await
 }

@@ -143,6 +143,15 @@ fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
     })
 }
 
+/// Whether `id` has the form of a job id, `^[A-Za-z0-9_.:-]{1,128}$`:
+/// also that of groups.
+pub fn is_job_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,11 +41,11 @@ pub use exchange::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob,
     Route, exchange_answers, exchange_command,
 };
-pub use job::{Job, JobState, Lease};
+pub use job::{Job, JobState, Lease, is_job_id};
 pub use jobs::{ClaimOptions, Enqueued, MAX_RETAIN_MS, Nack, NewJob};
 pub use paging::{DeadPage, GroupPage, GroupStats, PageCursor};
 pub use schedules::{Cron, CronError, Debt, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};
-pub use settings::{RateLimit, Settings, SettingsChange};
+pub use settings::{Refusal, Settings, SettingsChange, table as setting_table};
 use shards::Shards;
 pub use stats::{ClassStats, QueueStats};
 use store::keys;

@@ -1108,19 +1108,25 @@ export interface components {
         RateLimitPatch: {
             /**
              * Format: int64
-             * @description 1 to 1000000.
+             * @description Tokens the bucket holds at most.
              */
             burst?: number | null;
             /**
              * Format: double
-             * @description Above 0, at most 1000000.
+             * @description Tokens the bucket gains per second.
              */
             per_second?: number | null;
         };
         RateLimitView: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Tokens the bucket holds at most.
+             */
             burst: number;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description Tokens the bucket gains per second.
+             */
             per_second: number;
         };
         /**
@@ -1238,8 +1244,7 @@ export interface components {
             timezone: string;
         };
         /**
-         * @description A JSON merge patch of the settings: a field left out stays as it is,
-         *     `null` resets it to its default.
+         * @description A JSON merge patch of the settings: a field left out stays as it is, `null` resets it to its default.
          * @example {
          *       "group_weights": {
          *         "tenant-42": 5,
@@ -1255,29 +1260,29 @@ export interface components {
         SettingsPatch: {
             /**
              * Format: int64
-             * @description 1 to 100000.
+             * @description Jobs of one named group processing at once at most, fleet-wide.
              */
             group_max_in_flight?: number | null;
-            /** @description Weights 1 to 100 by group; `null` drops a group's weight (back to 1). */
+            /** @description Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change. */
             group_weights?: {
                 [key: string]: number | null;
             } | null;
             /**
              * Format: int64
-             * @description 1 to 1000000.
+             * @description Jobs of the queue processing at once at most, fleet-wide.
              */
             max_in_flight?: number | null;
+            /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused?: boolean | null;
             rate_limit?: components["schemas"]["RateLimitPatch"] | null;
             /**
              * Format: int64
-             * @description 0 to 2592000000 (30 days); `null` resets it to 0.
+             * @description How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted on ack).
              */
             retain_ms?: number | null;
             /**
-             * Format: int32
-             * @description 1 to 64; `null` resets it to 1. Changes only while the queue holds
-             *     no job in any state, else 409 and nothing changes.
+             * Format: int64
+             * @description The number of Redis hash slots the queue's jobs are spread over. Changes only while the queue holds no job in any state, else 409 and nothing changes.
              */
             shards?: number | null;
         };
@@ -1303,8 +1308,8 @@ export interface components {
              * Format: int64
              * @description Jobs of one named group processing at once at most, fleet-wide.
              */
-            group_max_in_flight?: number | null;
-            /** @description Groups' weights in their fair share (default 1). */
+            group_max_in_flight: number | null;
+            /** @description Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change. */
             group_weights: {
                 [key: string]: number;
             };
@@ -1312,19 +1317,18 @@ export interface components {
              * Format: int64
              * @description Jobs of the queue processing at once at most, fleet-wide.
              */
-            max_in_flight?: number | null;
-            /** @description While true, claims hand out nothing. */
+            max_in_flight: number | null;
+            /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused: boolean;
-            rate_limit?: components["schemas"]["RateLimitView"] | null;
+            rate_limit: components["schemas"]["RateLimitView"] | null;
             /**
              * Format: int64
-             * @description How long jobs enqueued without a `retain_ms` of their own are kept
-             *     once acked (ms; 0: deleted on ack).
+             * @description How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted on ack).
              */
             retain_ms: number;
             /**
-             * Format: int32
-             * @description The number of Redis hash slots the queue's jobs are spread over.
+             * Format: int64
+             * @description The number of Redis hash slots the queue's jobs are spread over. Changes only while the queue holds no job in any state, else 409 and nothing changes.
              */
             shards: number;
         };
@@ -2194,7 +2198,7 @@ export interface operations {
             path: {
                 /** @description Queue name */
                 queue: string;
-                /** @description Schedule name */
+                /** @description Schedule name, 1 to 100 of A-Z a-z 0-9 _ . - */
                 name: string;
             };
             cookie?: never;
@@ -2267,7 +2271,7 @@ export interface operations {
             path: {
                 /** @description Queue name */
                 queue: string;
-                /** @description Schedule name */
+                /** @description Schedule name, 1 to 100 of A-Z a-z 0-9 _ . - */
                 name: string;
             };
             cookie?: never;
@@ -2294,7 +2298,7 @@ export interface operations {
             path: {
                 /** @description Queue name */
                 queue: string;
-                /** @description Schedule name */
+                /** @description Schedule name, 1 to 100 of A-Z a-z 0-9 _ . - */
                 name: string;
             };
             cookie?: never;
@@ -2323,7 +2327,7 @@ export interface operations {
             path: {
                 /** @description Queue name */
                 queue: string;
-                /** @description Schedule name */
+                /** @description Schedule name, 1 to 100 of A-Z a-z 0-9 _ . - */
                 name: string;
             };
             cookie?: never;

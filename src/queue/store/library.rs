@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use redis::{self, Cmd, RedisError};
 
 use super::keys::{Key, QueueKeys};
+use crate::queue::settings;
 
 /// The files that define no function, loaded first: the helpers every
 /// function shares, then the parts of `exchange`.
@@ -127,7 +128,8 @@ pub struct Library {
 
 /// The library this build of prioq calls.
 pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let code = std::iter::once(lua_table())
+    let code = [lua_table(), settings::table::lua_table()]
+        .into_iter()
         .chain(PARTS.iter().map(|part| (*part).to_owned()))
         .chain(FUNCTIONS.iter().map(|spec| spec.file.to_owned()))
         .collect::<String>();

@@ -14,8 +14,8 @@ T = TypeVar("T", bound="RateLimitPatch")
 class RateLimitPatch:
     """
     Attributes:
-        burst (int | None | Unset): 1 to 1000000.
-        per_second (float | None | Unset): Above 0, at most 1000000.
+        burst (int | None | Unset): Tokens the bucket holds at most.
+        per_second (float | None | Unset): Tokens the bucket gains per second.
     """
 
     burst: int | None | Unset = UNSET

@@ -13,8 +13,8 @@ T = TypeVar("T", bound="RateLimitView")
 class RateLimitView:
     """
     Attributes:
-        burst (int):
-        per_second (float):
+        burst (int): Tokens the bucket holds at most.
+        per_second (float): Tokens the bucket gains per second.
     """
 
     burst: int

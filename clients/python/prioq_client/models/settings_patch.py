@@ -17,23 +17,24 @@ T = TypeVar("T", bound="SettingsPatch")
 
 @_attrs_define
 class SettingsPatch:
-    """A JSON merge patch of the settings: a field left out stays as it is,
-    `null` resets it to its default.
+    """A JSON merge patch of the settings: a field left out stays as it is, `null` resets it to its default.
 
-        Example:
-            {'group_weights': {'tenant-42': 5, 'tenant-7': None}, 'max_in_flight': 200, 'rate_limit': {'burst': 50,
-                'per_second': 50.0}}
+    Example:
+        {'group_weights': {'tenant-42': 5, 'tenant-7': None}, 'max_in_flight': 200, 'rate_limit': {'burst': 50,
+            'per_second': 50.0}}
 
-        Attributes:
-            group_max_in_flight (int | None | Unset): 1 to 100000.
-            group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Weights 1 to 100 by group; `null` drops a group's
-                weight (back to 1).
-            max_in_flight (int | None | Unset): 1 to 1000000.
-            paused (bool | None | Unset):
-            rate_limit (None | RateLimitPatch | Unset):
-            retain_ms (int | None | Unset): 0 to 2592000000 (30 days); `null` resets it to 0.
-            shards (int | None | Unset): 1 to 64; `null` resets it to 1. Changes only while the queue holds
-                no job in any state, else 409 and nothing changes.
+    Attributes:
+        group_max_in_flight (int | None | Unset): Jobs of one named group processing at once at most, fleet-wide.
+        group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Groups' weights in their fair share inside a
+            priority; they apply to jobs enqueued after the change.
+        max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
+        paused (bool | None | Unset): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go
+            on.
+        rate_limit (None | RateLimitPatch | Unset):
+        retain_ms (int | None | Unset): How long jobs enqueued without a `retain_ms` of their own are kept once acked
+            (ms; 0: deleted on ack).
+        shards (int | None | Unset): The number of Redis hash slots the queue's jobs are spread over. Changes only while
+            the queue holds no job in any state, else 409 and nothing changes.
     """
 
     group_max_in_flight: int | None | Unset = UNSET

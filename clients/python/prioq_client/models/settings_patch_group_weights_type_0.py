@@ -11,7 +11,7 @@ T = TypeVar("T", bound="SettingsPatchGroupWeightsType0")
 
 @_attrs_define
 class SettingsPatchGroupWeightsType0:
-    """Weights 1 to 100 by group; `null` drops a group's weight (back to 1)."""
+    """Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change."""
 
     additional_properties: dict[str, int | None] = _attrs_field(init=False, factory=dict)
 

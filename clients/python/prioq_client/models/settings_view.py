@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-from ..types import UNSET, Unset
-
 if TYPE_CHECKING:
     from ..models.rate_limit_view import RateLimitView
     from ..models.settings_view_group_weights import SettingsViewGroupWeights
@@ -25,72 +23,63 @@ class SettingsView:
             'rate_limit': {'burst': 50, 'per_second': 50.0}, 'retain_ms': 86400000, 'shards': 1}
 
     Attributes:
-        group_weights (SettingsViewGroupWeights): Groups' weights in their fair share (default 1).
-        paused (bool): While true, claims hand out nothing.
-        retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept
-            once acked (ms; 0: deleted on ack).
-        shards (int): The number of Redis hash slots the queue's jobs are spread over.
-        group_max_in_flight (int | None | Unset): Jobs of one named group processing at once at most, fleet-wide.
-        max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
-        rate_limit (None | RateLimitView | Unset):
+        group_max_in_flight (int | None): Jobs of one named group processing at once at most, fleet-wide.
+        group_weights (SettingsViewGroupWeights): Groups' weights in their fair share inside a priority; they apply to
+            jobs enqueued after the change.
+        max_in_flight (int | None): Jobs of the queue processing at once at most, fleet-wide.
+        paused (bool): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on.
+        rate_limit (None | RateLimitView):
+        retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted
+            on ack).
+        shards (int): The number of Redis hash slots the queue's jobs are spread over. Changes only while the queue
+            holds no job in any state, else 409 and nothing changes.
     """
 
+    group_max_in_flight: int | None
     group_weights: SettingsViewGroupWeights
+    max_in_flight: int | None
     paused: bool
+    rate_limit: None | RateLimitView
     retain_ms: int
     shards: int
-    group_max_in_flight: int | None | Unset = UNSET
-    max_in_flight: int | None | Unset = UNSET
-    rate_limit: None | RateLimitView | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.rate_limit_view import RateLimitView  # noqa: PLC0415
 
+        group_max_in_flight: int | None
+        group_max_in_flight = self.group_max_in_flight
+
         group_weights = self.group_weights.to_dict()
 
+        max_in_flight: int | None
+        max_in_flight = self.max_in_flight
+
         paused = self.paused
+
+        rate_limit: dict[str, Any] | None
+        if isinstance(self.rate_limit, RateLimitView):
+            rate_limit = self.rate_limit.to_dict()
+        else:
+            rate_limit = self.rate_limit
 
         retain_ms = self.retain_ms
 
         shards = self.shards
 
-        group_max_in_flight: int | None | Unset
-        if isinstance(self.group_max_in_flight, Unset):
-            group_max_in_flight = UNSET
-        else:
-            group_max_in_flight = self.group_max_in_flight
-
-        max_in_flight: int | None | Unset
-        if isinstance(self.max_in_flight, Unset):
-            max_in_flight = UNSET
-        else:
-            max_in_flight = self.max_in_flight
-
-        rate_limit: dict[str, Any] | None | Unset
-        if isinstance(self.rate_limit, Unset):
-            rate_limit = UNSET
-        elif isinstance(self.rate_limit, RateLimitView):
-            rate_limit = self.rate_limit.to_dict()
-        else:
-            rate_limit = self.rate_limit
-
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
+                "group_max_in_flight": group_max_in_flight,
                 "group_weights": group_weights,
+                "max_in_flight": max_in_flight,
                 "paused": paused,
+                "rate_limit": rate_limit,
                 "retain_ms": retain_ms,
                 "shards": shards,
             }
         )
-        if group_max_in_flight is not UNSET:
-            field_dict["group_max_in_flight"] = group_max_in_flight
-        if max_in_flight is not UNSET:
-            field_dict["max_in_flight"] = max_in_flight
-        if rate_limit is not UNSET:
-            field_dict["rate_limit"] = rate_limit
 
         return field_dict
 
@@ -100,36 +89,27 @@ class SettingsView:
         from ..models.settings_view_group_weights import SettingsViewGroupWeights  # noqa: PLC0415
 
         d = dict(src_dict)
+
+        def _parse_group_max_in_flight(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight"))
+
         group_weights = SettingsViewGroupWeights.from_dict(d.pop("group_weights"))
+
+        def _parse_max_in_flight(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        max_in_flight = _parse_max_in_flight(d.pop("max_in_flight"))
 
         paused = d.pop("paused")
 
-        retain_ms = d.pop("retain_ms")
-
-        shards = d.pop("shards")
-
-        def _parse_group_max_in_flight(data: object) -> int | None | Unset:
+        def _parse_rate_limit(data: object) -> None | RateLimitView:
             if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(int | None | Unset, data)
-
-        group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight", UNSET))
-
-        def _parse_max_in_flight(data: object) -> int | None | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(int | None | Unset, data)
-
-        max_in_flight = _parse_max_in_flight(d.pop("max_in_flight", UNSET))
-
-        def _parse_rate_limit(data: object) -> None | RateLimitView | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
                 return data
             try:
                 if not isinstance(data, dict):
@@ -139,18 +119,22 @@ class SettingsView:
                 return rate_limit_type_0
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(None | RateLimitView | Unset, data)
+            return cast(None | RateLimitView, data)
 
-        rate_limit = _parse_rate_limit(d.pop("rate_limit", UNSET))
+        rate_limit = _parse_rate_limit(d.pop("rate_limit"))
+
+        retain_ms = d.pop("retain_ms")
+
+        shards = d.pop("shards")
 
         settings_view = cls(
+            group_max_in_flight=group_max_in_flight,
             group_weights=group_weights,
+            max_in_flight=max_in_flight,
             paused=paused,
+            rate_limit=rate_limit,
             retain_ms=retain_ms,
             shards=shards,
-            group_max_in_flight=group_max_in_flight,
-            max_in_flight=max_in_flight,
-            rate_limit=rate_limit,
         )
 
         settings_view.additional_properties = d

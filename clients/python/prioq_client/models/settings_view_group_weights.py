@@ -11,7 +11,7 @@ T = TypeVar("T", bound="SettingsViewGroupWeights")
 
 @_attrs_define
 class SettingsViewGroupWeights:
-    """Groups' weights in their fair share (default 1)."""
+    """Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change."""
 
     additional_properties: dict[str, int] = _attrs_field(init=False, factory=dict)
 

@@ -1,0 +1,458 @@
+//! A queue's settings as Redis keeps them: fields of its `meta` hash and
+//! its `weights` hash, read and changed by the functions `settings` and
+//! `configure`. `table` describes every setting once; the checks of a
+//! change and their messages (`SettingsChange::from_patch`), the API's
+//! view (`Settings::view`), the OpenAPI schemas (`http::settings`) and the
+//! fields the functions read (`table::lua_table`, written into the
+//! library) are derived from it. A sharded queue keeps a copy in every
+//! shard, each shard enforcing its share of the caps and the rate; its
+//! number of shards is changed by `reshard`, step by step.
+
+use std::collections::BTreeMap;
+
+use futures_util::future::try_join_all;
+use serde_json::{Map, Value, json};
+
+use super::store::keys::QueueKeys;
+use super::store::library::{Function, LIBRARY};
+use super::{Broker, QueueError, Result};
+
+pub mod table;
+
+use table::{Kind, OBJECTS, SETTINGS, SHARDS, Setting};
+
+/// A queue's settings as its home keeps them: the fields of `meta` that
+/// are set, and the weights set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    fields: BTreeMap<String, String>,
+    weights: BTreeMap<String, u32>,
+}
+
+/// A change to the settings: the `meta` fields to set (an empty value
+/// resets one), the weights to change (`None` drops one, back to 1) after
+/// dropping every weight when `clear_weights`, and a new number of
+/// shards.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsChange {
+    pub fields: Vec<(&'static str, String)>,
+    pub clear_weights: bool,
+    pub group_weights: Vec<(String, Option<u32>)>,
+    /// Split the queue over this many shards; only while it holds no job.
+    pub shards: Option<u32>,
+}
+
+/// Why a patch was refused: the field, by its path, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub field: String,
+    pub reason: String,
+}
+
+fn refuse(field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+    Refusal {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+impl Kind {
+    /// What a value of this kind must be, as a refusal says it.
+    fn rule(self) -> String {
+        match self {
+            Self::Flag => "must be true or false".into(),
+            Self::Count { min, max, .. } => format!("must be {min} to {max}"),
+            Self::Rate { min, max } => format!("must be {min} to {max}"),
+            Self::Weights { max, .. } => format!("must be 1 to {max}"),
+        }
+    }
+
+    /// The value of `meta` that sets `value`, '' for one Redis keeps no
+    /// field for (the default, or `null`); `None` when out of bounds.
+    fn encode(self, value: &Value) -> Option<String> {
+        match (self, value) {
+            (_, Value::Null) => Some(String::new()),
+            (Self::Flag, Value::Bool(on)) => Some(if *on { "1".into() } else { String::new() }),
+            (Self::Count { min, max, default }, Value::Number(n)) => {
+                let n = n.as_u64().filter(|n| (min..=max).contains(n))?;
+                Some(if Some(n) == default {
+                    String::new()
+                } else {
+                    n.to_string()
+                })
+            }
+            (Self::Rate { min, max }, Value::Number(n)) => {
+                let n = n.as_f64().filter(|n| (min..=max).contains(n))?;
+                Some(n.to_string())
+            }
+            _ => None,
+        }
+    }
+
+    /// The API's value for what `meta` holds (`None`: nothing).
+    fn decode(self, stored: Option<&str>) -> Value {
+        match self {
+            Self::Flag => json!(stored == Some("1")),
+            // A queue mid-change of its shards holds -k.
+            Self::Count { default, .. } => stored
+                .and_then(|v| v.parse::<i64>().ok())
+                .map(i64::unsigned_abs)
+                .or(default)
+                .map_or(Value::Null, |n| json!(n)),
+            Self::Rate { .. } => stored
+                .and_then(|v| v.parse::<f64>().ok())
+                .map_or(Value::Null, |n| json!(n)),
+            Self::Weights { .. } => Value::Null,
+        }
+    }
+}
+
+impl SettingsChange {
+    /// The change a JSON merge patch (RFC 7396) of the settings asks for:
+    /// a field left out stays, `null` resets it. Refused, naming the
+    /// field, when a field is unknown or a value is not one its setting
+    /// takes.
+    pub fn from_patch(patch: &Map<String, Value>) -> std::result::Result<Self, Refusal> {
+        let mut change = Self::default();
+        for (name, value) in patch {
+            if let Some(object) = OBJECTS.iter().find(|object| object.name == name) {
+                match value {
+                    Value::Null => {
+                        for member in object.members() {
+                            change.fields.push((member.field, String::new()));
+                        }
+                    }
+                    Value::Object(fields) => {
+                        for (field, value) in fields {
+                            let path = format!("{name}.{field}");
+                            let setting = SETTINGS
+                                .iter()
+                                .find(|setting| setting.path == path)
+                                .ok_or_else(|| refuse(&path, format!("unknown field `{field}`")))?;
+                            change.set(setting, value)?;
+                        }
+                    }
+                    _ => return Err(refuse(name, "must be an object or null")),
+                }
+                continue;
+            }
+            let setting = SETTINGS
+                .iter()
+                .find(|setting| setting.path == name)
+                .ok_or_else(|| refuse(name, format!("unknown field `{name}`")))?;
+            change.set(setting, value)?;
+        }
+        Ok(change)
+    }
+
+    fn set(
+        &mut self,
+        setting: &'static Setting,
+        value: &Value,
+    ) -> std::result::Result<(), Refusal> {
+        let refused = || refuse(setting.path, setting.kind.rule());
+        match setting.kind {
+            Kind::Weights { max, groups } => match value {
+                Value::Null => self.clear_weights = true,
+                Value::Object(weights) => {
+                    if weights.len() > groups {
+                        return Err(refuse(
+                            setting.path,
+                            format!("must hold at most {groups} groups"),
+                        ));
+                    }
+                    for (group, weight) in weights {
+                        let field = format!("{}.{group}", setting.path);
+                        if !super::is_job_id(group) {
+                            return Err(refuse(
+                                field,
+                                "a group is 1 to 128 of A-Z a-z 0-9 _ . : -",
+                            ));
+                        }
+                        let weight = match weight {
+                            Value::Null => None,
+                            weight => Some(
+                                weight
+                                    .as_u64()
+                                    .filter(|w| (1..=max).contains(w))
+                                    .and_then(|w| u32::try_from(w).ok())
+                                    .ok_or_else(|| refuse(&field, setting.kind.rule()))?,
+                            ),
+                        };
+                        self.group_weights.push((group.clone(), weight));
+                    }
+                }
+                _ => return Err(refused()),
+            },
+            _ if setting.path == SHARDS => {
+                let encoded = setting.kind.encode(value).ok_or_else(refused)?;
+                self.shards = Some(encoded.parse().unwrap_or(1));
+            }
+            kind => {
+                let encoded = kind.encode(value).ok_or_else(refused)?;
+                self.fields.push((setting.field, encoded));
+            }
+        }
+        Ok(())
+    }
+
+    /// The change that makes a shard's settings `settings`, whatever they
+    /// were.
+    fn replacing(settings: &Settings) -> Self {
+        Self {
+            fields: configured()
+                .map(|setting| {
+                    let value = settings.fields.get(setting.field).cloned();
+                    (setting.field, value.unwrap_or_default())
+                })
+                .collect(),
+            clear_weights: true,
+            group_weights: settings
+                .weights
+                .iter()
+                .map(|(group, weight)| (group.clone(), Some(*weight)))
+                .collect(),
+            shards: None,
+        }
+    }
+
+    /// Whether it changes anything but the number of shards.
+    fn changes_fields(&self) -> bool {
+        self.clear_weights || !self.group_weights.is_empty() || !self.fields.is_empty()
+    }
+}
+
+/// The settings `configure` writes: all but the weights and the shards.
+fn configured() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS
+        .iter()
+        .filter(|s| s.path != SHARDS && !matches!(s.kind, Kind::Weights { .. }))
+}
+
+/// The functions' reply: the settings in `meta` and the weights hash,
+/// each as field, value pairs.
+type RawSettings = (Vec<(String, String)>, Vec<(String, u32)>);
+
+impl Settings {
+    fn from_raw((fields, weights): RawSettings) -> Self {
+        Self {
+            fields: fields.into_iter().collect(),
+            weights: weights.into_iter().collect(),
+        }
+    }
+
+    /// The settings as the API shows them: every setting, its default
+    /// when not set; an object `null` when none of its fields is set.
+    pub fn view(&self) -> Value {
+        let mut view = Map::new();
+        for setting in SETTINGS {
+            let value = match setting.kind {
+                Kind::Weights { .. } => json!(self.weights),
+                kind => kind.decode(self.fields.get(setting.field).map(String::as_str)),
+            };
+            match setting.member() {
+                None => {
+                    view.insert(setting.path.to_owned(), value);
+                }
+                Some((object, name)) => {
+                    let entry = view.entry(object).or_insert(Value::Null);
+                    if !value.is_null() {
+                        if entry.is_null() {
+                            *entry = Value::Object(Map::new());
+                        }
+                        if let Value::Object(members) = entry {
+                            members.insert(name.to_owned(), value);
+                        }
+                    }
+                }
+            }
+        }
+        Value::Object(view)
+    }
+
+    /// Whether claims hand out nothing.
+    pub fn paused(&self) -> bool {
+        self.fields.get("paused").is_some_and(|v| v == "1")
+    }
+}
+
+impl Broker {
+    /// The queue's settings; defaults for a queue never configured.
+    pub async fn settings(&self, queue: &str) -> Result<Settings> {
+        self.settings_in(&self.shards.of(queue).await?.home().keys)
+            .await
+    }
+
+    async fn settings_in(&self, keys: &QueueKeys) -> Result<Settings> {
+        let cmd = LIBRARY.call(Function::Settings, keys);
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// Changes the queue's settings at once on every instance, and wakes
+    /// the claims waiting on it; answers the settings after the change.
+    /// A sharded queue's other shards take the change first, all at once,
+    /// then the home, whose call wakes the waiting claims: they look again
+    /// with every shard changed. Every shard holds the same settings, so a
+    /// change one refuses (INVALID) all refuse. A change of the number of
+    /// shards comes first; when it is refused (the queue holds jobs)
+    /// nothing changes.
+    pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
+        self.register(queue).await?;
+        if let Some(shards) = change.shards {
+            self.reshard(queue, shards).await?;
+        }
+        let shards = self.shards.of(queue).await?;
+        if !change.changes_fields() {
+            return self.settings_in(&shards.home().keys).await;
+        }
+        try_join_all(
+            shards.shards[1..]
+                .iter()
+                .map(|shard| self.configure_in(&shard.keys, change, false)),
+        )
+        .await?;
+        self.configure_in(&shards.home().keys, change, true).await
+    }
+
+    async fn configure_in(
+        &self,
+        keys: &QueueKeys,
+        change: &SettingsChange,
+        wakes: bool,
+    ) -> Result<Settings> {
+        let mut cmd = LIBRARY.call(Function::Configure, keys);
+        cmd.arg(change.fields.len());
+        for (field, value) in &change.fields {
+            cmd.arg(*field).arg(value);
+        }
+        cmd.arg(if change.clear_weights { "1" } else { "0" })
+            .arg(change.group_weights.len());
+        for (group, weight) in &change.group_weights {
+            cmd.arg(group)
+                .arg(weight.map(|w| w.to_string()).unwrap_or_default());
+        }
+        cmd.arg(if wakes { "1" } else { "0" });
+        Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
+    }
+
+    /// Splits the queue over `shards` shards: freezes every current shard
+    /// (their enqueues wait), and when none holds a job, gives the shards
+    /// of the new count the home's settings and the new count, the home
+    /// last; else unfreezes them and answers `NotEmpty`. A change cut
+    /// short leaves the queue frozen until it is asked again.
+    async fn reshard(&self, queue: &str, shards: u32) -> Result<()> {
+        let prefix = &self.config.key_prefix;
+        let keys = |shard: u32, of: u32| QueueKeys::shard(prefix, queue, shard, of);
+        let recorded = self.shards.home_count(queue).await?;
+        let old = u32::try_from(recorded.unsigned_abs()).unwrap_or(1);
+        if old == shards && recorded > 0 {
+            return Ok(());
+        }
+        let step = |keys: QueueKeys, mode: &'static str, value: u32| async move {
+            let mut cmd = LIBRARY.call(Function::Reshard, &keys);
+            cmd.arg(mode).arg(value);
+            self.call::<u64>(&cmd).await
+        };
+        let held = try_join_all((0..old).map(|s| step(keys(s, old), "freeze", old))).await?;
+        if held.iter().any(|jobs| *jobs > 0) {
+            try_join_all((0..old).map(|s| step(keys(s, old), "set", old))).await?;
+            return Err(QueueError::NotEmpty);
+        }
+        // Old shards out of the new layout forget the count: a stale
+        // router's call there is refused.
+        try_join_all((1..old).map(|s| step(keys(s, old), "set", 1))).await?;
+        let settings = self.settings_in(&keys(0, old)).await?;
+        let copy = SettingsChange::replacing(&settings);
+        for shard in 1..shards {
+            self.configure_in(&keys(shard, shards), &copy, false)
+                .await?;
+            step(keys(shard, shards), "set", shards).await?;
+        }
+        step(keys(0, shards), "set", shards).await?;
+        self.shards.reroute(queue).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patch(value: &Value) -> std::result::Result<SettingsChange, Refusal> {
+        SettingsChange::from_patch(value.as_object().expect("an object"))
+    }
+
+    #[test]
+    fn a_patch_names_the_fields_it_sets_and_resets() {
+        let change = patch(&json!({"paused": false, "max_in_flight": 10, "rate_limit": null}))
+            .expect("valid");
+        let mut fields = change.fields.clone();
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                ("max_in_flight", "10".to_owned()),
+                ("paused", String::new()),
+                ("rate_burst", String::new()),
+                ("rate_per_second", String::new()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_patch_is_refused_naming_the_field_and_its_bounds() {
+        for (value, field, reason) in [
+            (
+                json!({"max_in_flight": 0}),
+                "max_in_flight",
+                "must be 1 to 1000000",
+            ),
+            (
+                json!({"max_in_flight": "5"}),
+                "max_in_flight",
+                "must be 1 to 1000000",
+            ),
+            (
+                json!({"rate_limit": {"per_second": 0.0001}}),
+                "rate_limit.per_second",
+                "must be 0.001 to 1000000",
+            ),
+            (
+                json!({"rate_limit": {"every": 1}}),
+                "rate_limit.every",
+                "unknown field `every`",
+            ),
+            (
+                json!({"rate_limit": 5}),
+                "rate_limit",
+                "must be an object or null",
+            ),
+            (
+                json!({"group_weights": {"a": 101}}),
+                "group_weights.a",
+                "must be 1 to 100",
+            ),
+            (json!({"paused": 1}), "paused", "must be true or false"),
+            (json!({"pasued": true}), "pasued", "unknown field `pasued`"),
+        ] {
+            assert_eq!(patch(&value), Err(refuse(field, reason)));
+        }
+    }
+
+    #[test]
+    fn settings_read_back_as_the_api_shows_them() {
+        let raw = (
+            vec![
+                ("paused".into(), "1".into()),
+                ("rate_per_second".into(), "2.5".into()),
+                ("rate_burst".into(), "5".into()),
+                ("shards".into(), "-3".into()),
+            ],
+            vec![("a".into(), 3)],
+        );
+        assert_eq!(
+            Settings::from_raw(raw).view(),
+            json!({"paused": true, "max_in_flight": null, "rate_limit": {"per_second": 2.5, "burst": 5},
+                   "group_weights": {"a": 3}, "group_max_in_flight": null, "retain_ms": 0, "shards": 3})
+        );
+    }
+}
