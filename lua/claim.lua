@@ -97,7 +97,7 @@ local function take_jobs(c, wanted, handed, ppm)
       end
       local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
-      if group and at_cap(c, group) then
+      if group and held_back(c, group) then
         withhold(c, id, prio, group, member_score)
       else
         taken[#taken + 1] = id

@@ -170,14 +170,14 @@ redis.register_function('heads_' .. VERSION, function(keys, argv)
   local l = line(c, limit)
   -- Jobs of each named group taken here, on top of those in flight.
   local taken = {}
-  local function capped(entry)
+  local function held(entry)
     local group = entry[3]
-    return group and c.settings.group_max_in_flight and inflight(c, group) + (taken[group] or 0) >= c.settings.group_max_in_flight
+    return group and held_back(c, group, taken[group])
   end
   while #out <= limit do
     local head = first(l)
-    -- A head whose group is at its cap is withheld.
-    while head and capped(head) do
+    -- A head whose group is held back (at its cap) is withheld.
+    while head and held(head) do
       remove(l, head)
       head = first(l)
     end
@@ -186,7 +186,7 @@ redis.register_function('heads_' .. VERSION, function(keys, argv)
     local job = head
     if ppm > 0 and floor_turn(handed + #out - 1, ppm) then
       job = first_of_least_urgent(l)
-      while job and capped(job) do
+      while job and held(job) do
         remove(l, job)
         job = first_of_least_urgent(l)
       end
@@ -198,7 +198,7 @@ redis.register_function('heads_' .. VERSION, function(keys, argv)
     remove(l, job)
     if job[3] then
       taken[job[3]] = (taken[job[3]] or 0) + 1
-      if not capped(job) then refill(l, job) end
+      if not held(job) then refill(l, job) end
     end
   end
   return out

@@ -405,8 +405,12 @@ local function inflight(c, group)
   return number(c, 'i:' .. group)
 end
 
-local function at_cap(c, group)
-  return c.settings.group_max_in_flight ~= nil and inflight(c, group) >= c.settings.group_max_in_flight
+-- Whether named group `group` may have no more jobs handed out now, with
+-- `extra` (or none) handed out already on top of those in flight: it is
+-- at its cap.
+local function held_back(c, group, extra)
+  local cap = c.settings.group_max_in_flight
+  return cap ~= nil and inflight(c, group) + (extra or 0) >= cap
 end
 
 local function group_key(c, group)
@@ -512,7 +516,7 @@ local function place(c, adds, id, prio, group, tag)
     count_waiting(c, group, 1)
     local fields = fields_of(prio)
     local head = fields.head .. group
-    if get(c, head) or at_cap(c, group) then
+    if get(c, head) or held_back(c, group) then
       redis.call('ZADD', group_key(c, group), member_score, id)
       add(c, fields.backlog, 1)
       return
@@ -531,7 +535,7 @@ local function refill_head(c, group, prio)
   local fields = fields_of(prio)
   local head = fields.head .. group
   put(c, head, false)
-  if at_cap(c, group) then return nil end
+  if held_back(c, group) then return nil end
   local gkey = group_key(c, group)
   local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   if #next == 0 then return nil end
@@ -546,7 +550,7 @@ end
 -- Gives `group` a head in every class it has jobs waiting in and no head:
 -- when it drops below its cap. Costs O(classes * log N).
 local function restore_heads(c, group)
-  if at_cap(c, group) then return end
+  if held_back(c, group) then return end
   local gkey, from = group_key(c, group), '-inf'
   while true do
     local first = redis.call('ZRANGE', gkey, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
@@ -568,9 +572,9 @@ end
 -- A job of `group` left processing (acked, given back, taken back).
 local function leave_processing(c, group)
   if not group then return end
-  local was_capped = at_cap(c, group)
+  local was_held = held_back(c, group)
   count_inflight(c, group, -1)
-  if was_capped then restore_heads(c, group) end
+  if was_held then restore_heads(c, group) end
 end
 
 -- Jobs `ids` ended at `now` (acked, dead-lettered, deleted): their
