@@ -8,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use axum::extract::State;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::json;
 use serde_json::{Map, Value};
 use utoipa::openapi::schema::{
@@ -32,9 +33,19 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// How a queue hands out its jobs: every setting, its default when not
-/// set.
+/// set, in the table's order.
 #[derive(Debug)]
-pub struct SettingsView(Value);
+pub struct SettingsView(Vec<(&'static str, Value)>);
+
+impl Serialize for SettingsView {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
 
 impl From<Settings> for SettingsView {
     fn from(settings: Settings) -> Self {
@@ -44,7 +55,7 @@ impl From<Settings> for SettingsView {
 
 impl axum::response::IntoResponse for SettingsView {
     fn into_response(self) -> axum::response::Response {
-        axum::Json(self.0).into_response()
+        axum::Json(self).into_response()
     }
 }
 

@@ -241,21 +241,25 @@ impl Settings {
         }
     }
 
-    /// The settings as the API shows them: every setting, its default
-    /// when not set; an object `null` when none of its fields is set.
-    pub fn view(&self) -> Value {
-        let mut view = Map::new();
+    /// The settings as the API shows them, in the table's order: every
+    /// setting, its default when not set; an object `null` when none of
+    /// its fields is set.
+    pub fn view(&self) -> Vec<(&'static str, Value)> {
+        let mut view: Vec<(&'static str, Value)> = Vec::new();
         for setting in SETTINGS {
             let value = match setting.kind {
                 Kind::Weights { .. } => json!(self.weights),
                 kind => kind.decode(self.fields.get(setting.field).map(String::as_str)),
             };
             match setting.member() {
-                None => {
-                    view.insert(setting.path.to_owned(), value);
-                }
+                None => view.push((setting.path, value)),
                 Some((object, name)) => {
-                    let entry = view.entry(object).or_insert(Value::Null);
+                    if view.last().is_none_or(|(last, _)| *last != object) {
+                        view.push((object, Value::Null));
+                    }
+                    let Some((_, entry)) = view.last_mut() else {
+                        continue;
+                    };
                     if !value.is_null() {
                         if entry.is_null() {
                             *entry = Value::Object(Map::new());
@@ -267,7 +271,7 @@ impl Settings {
                 }
             }
         }
-        Value::Object(view)
+        view
     }
 
     /// Whether claims hand out nothing.
@@ -449,10 +453,20 @@ mod tests {
             ],
             vec![("a".into(), 3)],
         );
-        assert_eq!(
-            Settings::from_raw(raw).view(),
-            json!({"paused": true, "max_in_flight": null, "rate_limit": {"per_second": 2.5, "burst": 5},
-                   "group_weights": {"a": 3}, "group_max_in_flight": null, "retain_ms": 0, "shards": 3})
-        );
+        let view = Settings::from_raw(raw).view();
+        let names: Vec<&str> = view.iter().map(|(name, _)| *name).collect();
+        let view: Map<String, Value> = view
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect();
+        // In the table's order, each once.
+        assert_eq!(names.first(), Some(&"paused"));
+        assert_eq!(names.len(), view.len());
+        assert_eq!(view["paused"], json!(true));
+        assert_eq!(view["max_in_flight"], Value::Null);
+        assert_eq!(view["rate_limit"], json!({"per_second": 2.5, "burst": 5}));
+        assert_eq!(view["group_weights"], json!({"a": 3}));
+        assert_eq!(view["retain_ms"], json!(0));
+        assert_eq!(view["shards"], json!(3));
     }
 }
