@@ -97,7 +97,7 @@ local function take_jobs(c, wanted, handed, ppm)
       end
       local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
-      if group and held_back(c, group) then
+      if group and holds(c, group) then
         withhold(c, id, prio, group, member_score)
       else
         taken[#taken + 1] = id
@@ -106,6 +106,7 @@ local function take_jobs(c, wanted, handed, ppm)
         if group then
           count_waiting(c, group, -1)
           count_inflight(c, group, 1)
+          spend_token(c, group)
           local head = refill_head(c, group, prio)
           if head then
             refilled = true
@@ -180,8 +181,15 @@ local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, 
     put(c, 'tokens', bucket - #taken)
     put(c, 'at', now)
   end
-  -- Fewer than asked because nothing else waits: no limit is to blame.
-  if #taken < wanted then limited, wait_ms = '', 0 end
+  -- Fewer than asked because nothing else waits: no limit is to blame,
+  -- unless groups wait for their rate limit's next token: look again then.
+  if #taken < wanted then
+    limited, wait_ms = '', 0
+    if number(c, 'throttled') > 0 then
+      local next = redis.call('ZRANGE', group_key(c, '!throttled'), 0, 0, 'WITHSCORES')
+      if next[2] then limited, wait_ms = 'rate_limit', math.max(1, tonumber(next[2]) - now) end
+    end
+  end
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
   local deadlines, leases, next = {}, {}, 1

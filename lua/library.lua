@@ -53,6 +53,9 @@
 --                       ending need not look there when it is empty
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
+--                     g:<group>: the named group's rate limit bucket,
+--                       "<tokens>:<at ms>"
+--                     throttled: the groups in `!throttled`
 --                     shards: the number of shards the queue is split over
 --                       (absent: 1), in every shard; -k while a change
 --                       from k is under way (see `reshard`)
@@ -63,9 +66,12 @@
 --   groups     zset   group -> its jobs waiting, for every named group with
 --                     jobs waiting or processing
 -- and, for each named group g, `<group prefix>g`, a zset like pending that
--- holds the group's waiting jobs other than its heads. Group keys are named
--- from the group inside the functions: they share the queue's hash tag, so
--- they live in the slot of the declared keys.
+-- holds the group's waiting jobs other than its heads; and
+-- `<group prefix>!throttled`, a zset of the named groups held back by the
+-- group rate limit: group -> when its bucket holds a token again (ms). No
+-- group is named `!throttled`: group names are job ids. Group keys are
+-- named from the group inside the functions: they share the queue's hash
+-- tag, so they live in the slot of the declared keys.
 -- `q.wake` is the queue's wake-up channel, `<prefix>:{<queue>}:wake`, and
 -- `q.group_prefix` the prefix of its group keys (arguments, not keys). Its
 -- `done` channel, the same with `done` for `wake`, hears the ids of jobs
@@ -84,8 +90,12 @@
 -- rest wait in its group set, and the head is refilled when it is claimed.
 -- A group at its cap (group_max_in_flight) has no head: a head met while
 -- its group is at the cap goes back to the group set, and heads come back
--- when the group's jobs in flight drop below the cap. Jobs without a group
--- go straight to pending and are not capped by group_max_in_flight.
+-- when the group's jobs in flight drop below the cap. A group whose rate
+-- limit bucket (group_rate_limit) is empty is held back the same way, and
+-- gets its heads back when the bucket holds a token again: a claim (or a
+-- sweep) gives them back to the groups of `!throttled` whose time came.
+-- Jobs without a group go straight to pending and are not held back by
+-- group_max_in_flight or group_rate_limit.
 --
 -- A record is a header of unsigned varints (7 bits a byte, least
 -- significant first, the high bit set on every byte but a number's last):
@@ -276,7 +286,7 @@ end
 -- The fields of `meta` a call reads besides the settings: the largest
 -- weight, the bulk floor's count, the named groups' jobs in flight, the
 -- entries of `progress`, until when a wait may run.
-local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w'}
+local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w', 'throttled'}
 
 -- What one call knows of the queue's `meta` hash: the fields it read,
 -- those it changed (false deletes one), written back once by `settle`;
@@ -405,16 +415,58 @@ local function inflight(c, group)
   return number(c, 'i:' .. group)
 end
 
+-- The call's time, read once.
+local function now_of(c)
+  c.now = c.now or now_ms()
+  return c.now
+end
+
+-- The tokens in named group `group`'s rate limit bucket now.
+local function group_tokens(c, group)
+  local burst = c.settings.group_rate_burst
+  local raw = get(c, 'g:' .. group)
+  local held, at = burst, now_of(c)
+  if raw then
+    local tokens, when = string.match(raw, '^([^:]*):(.*)$')
+    held, at = tonumber(tokens), tonumber(when)
+  end
+  return math.min(burst, held + math.max(0, now_of(c) - at) * c.settings.group_rate_per_second / 1000)
+end
+
 -- Whether named group `group` may have no more jobs handed out now, with
--- `extra` (or none) handed out already on top of those in flight: it is
--- at its cap.
+-- `extra` (or none) handed out already on top of those in flight and of
+-- the tokens spent: it is at its cap, or its rate limit bucket is short
+-- of a token. Answers, for a bucket short of one, when it holds one again
+-- (ms).
 local function held_back(c, group, extra)
+  extra = extra or 0
   local cap = c.settings.group_max_in_flight
-  return cap ~= nil and inflight(c, group) + (extra or 0) >= cap
+  if cap ~= nil and inflight(c, group) + extra >= cap then return true end
+  local rate = c.settings.group_rate_per_second
+  if not rate or not c.settings.group_rate_burst then return false end
+  local tokens = group_tokens(c, group) - extra
+  if tokens >= 1 then return false end
+  return true, now_of(c) + math.ceil((1 - tokens) * 1000 / rate)
+end
+
+-- A job of named group `group` was handed out: its bucket spends a token.
+local function spend_token(c, group)
+  if not (c.settings.group_rate_per_second and c.settings.group_rate_burst) then return end
+  put(c, 'g:' .. group, string.format('%.17g', group_tokens(c, group) - 1) .. ':' .. ms(now_of(c)))
 end
 
 local function group_key(c, group)
   return c.q.group_prefix .. group
+end
+
+-- held_back, for a place that holds the group back: a group held by its
+-- rate limit is noted in `!throttled`, to get its heads back in time.
+local function holds(c, group)
+  local held, until_ = held_back(c, group)
+  if until_ then
+    add(c, 'throttled', redis.call('ZADD', group_key(c, '!throttled'), ms(until_), group))
+  end
+  return held
 end
 
 -- Counts `n` more (or fewer) jobs of named group `group` waiting.
@@ -516,7 +568,7 @@ local function place(c, adds, id, prio, group, tag)
     count_waiting(c, group, 1)
     local fields = fields_of(prio)
     local head = fields.head .. group
-    if get(c, head) or held_back(c, group) then
+    if get(c, head) or holds(c, group) then
       redis.call('ZADD', group_key(c, group), member_score, id)
       add(c, fields.backlog, 1)
       return
@@ -535,7 +587,7 @@ local function refill_head(c, group, prio)
   local fields = fields_of(prio)
   local head = fields.head .. group
   put(c, head, false)
-  if held_back(c, group) then return nil end
+  if holds(c, group) then return nil end
   local gkey = group_key(c, group)
   local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   if #next == 0 then return nil end
@@ -550,7 +602,7 @@ end
 -- Gives `group` a head in every class it has jobs waiting in and no head:
 -- when it drops below its cap. Costs O(classes * log N).
 local function restore_heads(c, group)
-  if held_back(c, group) then return end
+  if holds(c, group) then return end
   local gkey, from = group_key(c, group), '-inf'
   while true do
     local first = redis.call('ZRANGE', gkey, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
@@ -561,7 +613,23 @@ local function restore_heads(c, group)
   end
 end
 
--- A head met while its group is at the cap goes back to the group set.
+-- The groups held back by their rate limit whose bucket holds a token
+-- again at `now` (all of them, when the limit is gone) get their heads
+-- back, a hundred a call at most.
+local function restore_throttled(c, now)
+  if number(c, 'throttled') <= 0 then return end
+  local key = group_key(c, '!throttled')
+  local upto = c.settings.group_rate_per_second and ms(now) or '+inf'
+  local due = redis.call('ZRANGE', key, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 100)
+  if #due == 0 then return end
+  redis.call('ZREM', key, unpack(due))
+  add(c, 'throttled', -#due)
+  for _, group in ipairs(due) do
+    restore_heads(c, group)
+  end
+end
+
+-- A head met while its group is held back goes back to the group set.
 local function withhold(c, id, prio, group, member_score)
   redis.call('ZADD', group_key(c, group), member_score, id)
   local fields = fields_of(prio)
@@ -678,6 +746,7 @@ end
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
 -- earliest first; answers how many.
 local function promote_due(c, now, limit)
+  restore_throttled(c, now)
   local q = c.q
   local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
   if #due == 0 then return 0 end

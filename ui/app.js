@@ -444,7 +444,10 @@ async function renderQueue(current, generation) {
 
 /** The settings strip, and the Pause or Resume button that fits them. */
 function renderSettings(queueSettings) {
-  const { paused, max_in_flight: maxInFlight, rate_limit: rate, group_max_in_flight: groupCap } = queueSettings;
+  const {
+    paused, max_in_flight: maxInFlight, rate_limit: rate, group_max_in_flight: groupCap,
+    group_rate_limit: groupRate,
+  } = queueSettings;
   $('queue-paused').hidden = !paused;
   const toggle = $('pause-toggle');
   toggle.textContent = paused ? 'Resume' : 'Pause';
@@ -458,6 +461,7 @@ function renderSettings(queueSettings) {
     ['max_in_flight', 'Max in flight', maxInFlight === null ? 'no limit' : `${maxInFlight} jobs`],
     ['rate_limit', 'Rate limit', rate === null ? 'none' : `${amount(rate.per_second)} jobs/s, burst ${rate.burst}`],
     ['group_max_in_flight', 'Per-group cap', groupCap === null ? 'none' : `${groupCap} jobs at once`],
+    ['group_rate_limit', 'Per-group rate', groupRate == null ? 'none' : `${amount(groupRate.per_second)} jobs/s, burst ${groupRate.burst}`],
     ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
     ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
   ];

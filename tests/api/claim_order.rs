@@ -1,8 +1,8 @@
 //! A claim of N jobs takes exactly the N jobs that N claims of one job
 //! would have taken, one after the other: checked on random mixes of
-//! priorities, groups, weights, caps, the bulk floor, shards and
-//! `max_jobs`, each against a copy of the same queue claimed one job at
-//! a time.
+//! priorities, groups, weights, caps, group rate limits, the bulk floor,
+//! shards and `max_jobs`, each against a copy of the same queue claimed
+//! one job at a time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,10 +39,16 @@ impl Mix {
         let cap = rng
             .random_bool(0.4)
             .then(|| rng.random_range(1..=3) * u64::from(shards));
+        // A bucket that never refills within a case: its burst is all a
+        // group gets.
+        let group_rate = rng
+            .random_bool(0.3)
+            .then(|| json!({"per_second": 0.001, "burst": rng.random_range(1..=4) * shards}));
         let settings = json!({
             "shards": shards,
             "group_weights": weights,
             "group_max_in_flight": cap,
+            "group_rate_limit": group_rate,
         });
         let mut batches = Vec::new();
         let mut n = 0;

@@ -12,6 +12,7 @@ mod endpoints;
 mod fairness;
 mod faults;
 mod fuzz;
+mod group_rate;
 mod guide;
 mod leases;
 mod library;

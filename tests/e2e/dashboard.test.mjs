@@ -38,7 +38,10 @@ before(async () => {
   // (1 pending, 1 processing), one job of no group; a rate limit and a
   // per-group cap.
   await api.configure('tenants', { group_weights: { beta: 3 } });
-  await api.configure('tenants', { rate_limit: { per_second: 50, burst: 50 }, group_max_in_flight: 10 });
+  await api.configure('tenants', {
+    rate_limit: { per_second: 50, burst: 50 }, group_max_in_flight: 10,
+    group_rate_limit: { per_second: 5, burst: 5 },
+  });
   for (const id of ['g-1', 'g-2']) await api.enqueue('tenants', { id, task: 'sync', group: 'gamma', priority: 0 });
   const [fair] = await api.claim('tenants', 'syncer-3', { lease_ms: 600000 });
   assert.equal(fair.group, 'gamma');
@@ -227,6 +230,7 @@ describe('a queue with groups', () => {
     await expectText(setting(page, 'max_in_flight'), 'no limit');
     await expectText(setting(page, 'rate_limit'), '50 jobs/s, burst 50');
     await expectText(setting(page, 'group_max_in_flight'), '10 jobs at once');
+    await expectText(setting(page, 'group_rate_limit'), '5 jobs/s, burst 5');
     await expectText(setting(page, 'group_weights'), 'beta ×3, others ×1');
     assert.equal(await page.locator('#queue-paused').isHidden(), true);
     await page.getByRole('button', { name: 'Pause', exact: true }).waitFor();
@@ -263,6 +267,7 @@ describe('a queue with groups', () => {
     assert.equal(await page.locator('#groups').isHidden(), true);
     await expectText(setting(page, 'group_weights'), 'all 1');
     await expectText(setting(page, 'rate_limit'), 'none');
+    await expectText(setting(page, 'group_rate_limit'), 'none');
     assert.deepEqual(page.problems, []);
     await page.close();
   });

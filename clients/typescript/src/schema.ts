@@ -1263,6 +1263,7 @@ export interface components {
              * @description Jobs of one named group processing at once at most, fleet-wide.
              */
             group_max_in_flight?: number | null;
+            group_rate_limit?: components["schemas"]["RateLimitPatch"] | null;
             /** @description Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change. */
             group_weights?: {
                 [key: string]: number | null;
@@ -1309,6 +1310,7 @@ export interface components {
              * @description Jobs of one named group processing at once at most, fleet-wide.
              */
             group_max_in_flight: number | null;
+            group_rate_limit: components["schemas"]["RateLimitView"] | null;
             /** @description Groups' weights in their fair share inside a priority; they apply to jobs enqueued after the change. */
             group_weights: {
                 [key: string]: number;

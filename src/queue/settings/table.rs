@@ -135,6 +135,27 @@ pub const SETTINGS: &[Setting] = &[
         doc: "Jobs of one named group processing at once at most, fleet-wide.",
     },
     Setting {
+        path: "group_rate_limit.per_second",
+        field: "group_rate_per_second",
+        kind: Kind::Rate {
+            min: 0.001,
+            max: 1_000_000.0,
+        },
+        share: Share::Divide,
+        doc: "Tokens each named group's bucket gains per second.",
+    },
+    Setting {
+        path: "group_rate_limit.burst",
+        field: "group_rate_burst",
+        kind: Kind::Count {
+            min: 1,
+            max: 1_000_000,
+            default: None,
+        },
+        share: Share::Ceil,
+        doc: "Tokens each named group's bucket holds at most.",
+    },
+    Setting {
         path: "retain_ms",
         field: "retain_ms",
         kind: Kind::Count {
@@ -159,11 +180,18 @@ pub const SETTINGS: &[Setting] = &[
 ];
 
 /// The objects of the settings.
-pub const OBJECTS: &[Object] = &[Object {
-    name: "rate_limit",
-    schema: "RateLimit",
-    doc: "Over any t seconds the fleet hands out at most burst + per_second × t jobs.",
-}];
+pub const OBJECTS: &[Object] = &[
+    Object {
+        name: "rate_limit",
+        schema: "RateLimit",
+        doc: "Over any t seconds the fleet hands out at most burst + per_second × t jobs.",
+    },
+    Object {
+        name: "group_rate_limit",
+        schema: "RateLimit",
+        doc: "Over any t seconds the fleet hands out at most burst + per_second × t jobs of each named group; a group at its limit waits without holding back the others.",
+    },
+];
 
 /// The setting the queue's shards are counted by: applied by resharding,
 /// not by `configure`.

@@ -25,6 +25,7 @@ class SettingsPatch:
 
     Attributes:
         group_max_in_flight (int | None | Unset): Jobs of one named group processing at once at most, fleet-wide.
+        group_rate_limit (None | RateLimitPatch | Unset):
         group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Groups' weights in their fair share inside a
             priority; they apply to jobs enqueued after the change.
         max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
@@ -38,6 +39,7 @@ class SettingsPatch:
     """
 
     group_max_in_flight: int | None | Unset = UNSET
+    group_rate_limit: None | RateLimitPatch | Unset = UNSET
     group_weights: None | SettingsPatchGroupWeightsType0 | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     paused: bool | None | Unset = UNSET
@@ -54,6 +56,14 @@ class SettingsPatch:
             group_max_in_flight = UNSET
         else:
             group_max_in_flight = self.group_max_in_flight
+
+        group_rate_limit: dict[str, Any] | None | Unset
+        if isinstance(self.group_rate_limit, Unset):
+            group_rate_limit = UNSET
+        elif isinstance(self.group_rate_limit, RateLimitPatch):
+            group_rate_limit = self.group_rate_limit.to_dict()
+        else:
+            group_rate_limit = self.group_rate_limit
 
         group_weights: dict[str, Any] | None | Unset
         if isinstance(self.group_weights, Unset):
@@ -100,6 +110,8 @@ class SettingsPatch:
         field_dict.update({})
         if group_max_in_flight is not UNSET:
             field_dict["group_max_in_flight"] = group_max_in_flight
+        if group_rate_limit is not UNSET:
+            field_dict["group_rate_limit"] = group_rate_limit
         if group_weights is not UNSET:
             field_dict["group_weights"] = group_weights
         if max_in_flight is not UNSET:
@@ -130,6 +142,23 @@ class SettingsPatch:
             return cast(int | None | Unset, data)
 
         group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight", UNSET))
+
+        def _parse_group_rate_limit(data: object) -> None | RateLimitPatch | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                group_rate_limit_type_0 = RateLimitPatch.from_dict(data)
+
+                return group_rate_limit_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateLimitPatch | Unset, data)
+
+        group_rate_limit = _parse_group_rate_limit(d.pop("group_rate_limit", UNSET))
 
         def _parse_group_weights(data: object) -> None | SettingsPatchGroupWeightsType0 | Unset:
             if data is None:
@@ -203,6 +232,7 @@ class SettingsPatch:
 
         settings_patch = cls(
             group_max_in_flight=group_max_in_flight,
+            group_rate_limit=group_rate_limit,
             group_weights=group_weights,
             max_in_flight=max_in_flight,
             paused=paused,

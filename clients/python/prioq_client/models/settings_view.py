@@ -24,6 +24,7 @@ class SettingsView:
 
     Attributes:
         group_max_in_flight (int | None): Jobs of one named group processing at once at most, fleet-wide.
+        group_rate_limit (None | RateLimitView):
         group_weights (SettingsViewGroupWeights): Groups' weights in their fair share inside a priority; they apply to
             jobs enqueued after the change.
         max_in_flight (int | None): Jobs of the queue processing at once at most, fleet-wide.
@@ -36,6 +37,7 @@ class SettingsView:
     """
 
     group_max_in_flight: int | None
+    group_rate_limit: None | RateLimitView
     group_weights: SettingsViewGroupWeights
     max_in_flight: int | None
     paused: bool
@@ -49,6 +51,12 @@ class SettingsView:
 
         group_max_in_flight: int | None
         group_max_in_flight = self.group_max_in_flight
+
+        group_rate_limit: dict[str, Any] | None
+        if isinstance(self.group_rate_limit, RateLimitView):
+            group_rate_limit = self.group_rate_limit.to_dict()
+        else:
+            group_rate_limit = self.group_rate_limit
 
         group_weights = self.group_weights.to_dict()
 
@@ -72,6 +80,7 @@ class SettingsView:
         field_dict.update(
             {
                 "group_max_in_flight": group_max_in_flight,
+                "group_rate_limit": group_rate_limit,
                 "group_weights": group_weights,
                 "max_in_flight": max_in_flight,
                 "paused": paused,
@@ -96,6 +105,21 @@ class SettingsView:
             return cast(int | None, data)
 
         group_max_in_flight = _parse_group_max_in_flight(d.pop("group_max_in_flight"))
+
+        def _parse_group_rate_limit(data: object) -> None | RateLimitView:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                group_rate_limit_type_0 = RateLimitView.from_dict(data)
+
+                return group_rate_limit_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateLimitView, data)
+
+        group_rate_limit = _parse_group_rate_limit(d.pop("group_rate_limit"))
 
         group_weights = SettingsViewGroupWeights.from_dict(d.pop("group_weights"))
 
@@ -129,6 +153,7 @@ class SettingsView:
 
         settings_view = cls(
             group_max_in_flight=group_max_in_flight,
+            group_rate_limit=group_rate_limit,
             group_weights=group_weights,
             max_in_flight=max_in_flight,
             paused=paused,
