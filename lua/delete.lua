@@ -8,40 +8,44 @@
 -- Returns: 1
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
-redis.register_function('delete_' .. VERSION, function(keys, argv)
-  local q = queue_of('delete', keys, argv)
-  local id = argv[3]
-  local record = redis.call('HGET', q.jobs, id)
-  if not record then fail('NOT_FOUND') end
-  if argv[4] == 'dead' then
-    if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
-  elseif redis.call('ZSCORE', q.processing, id) then
-    fail('CONFLICT')
-  end
-  local c = context(q)
-  if redis.call('ZREM', q.completed, id) == 1 then
-    redis.call('HDEL', q.results, id)
-    redis.call('HDEL', q.leases, id)
-  else
-    local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
-    local group = group_of(record)
-    if waiting and group then
-      local prio = decode(record).prio
-      count_waiting(c, group, -1)
-      if redis.call('ZREM', q.pending, id) == 1 then
-        -- The head's successor takes its place: pending did not go from
-        -- empty to not empty, nobody needs waking.
-        c.was_empty = false
-        refill_head(c, group, prio)
-      elseif redis.call('ZREM', group_key(c, group), id) == 1 then
-        add(c, fields_of(prio).backlog, -1)
-      end
-    else
-      redis.call('ZREM', q.pending, id)
+redis.register_function{
+  function_name = 'delete_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('delete', keys, argv)
+    local id = argv[3]
+    local record = redis.call('HGET', q.jobs, id)
+    if not record then fail('NOT_FOUND') end
+    if argv[4] == 'dead' then
+      if not redis.call('ZSCORE', q.dead, id) then fail('CONFLICT') end
+    elseif redis.call('ZSCORE', q.processing, id) then
+      fail('CONFLICT')
     end
-  end
-  redis.call('HDEL', q.jobs, id)
-  ended(c, {id}, now_ms())
-  settle(c)
-  return 1
-end)
+    local c = context(q)
+    if redis.call('ZREM', q.completed, id) == 1 then
+      redis.call('HDEL', q.results, id)
+      redis.call('HDEL', q.leases, id)
+    else
+      local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
+      local group = group_of(record)
+      if waiting and group then
+        local prio = decode(record).prio
+        count_waiting(c, group, -1)
+        if redis.call('ZREM', q.pending, id) == 1 then
+          -- The head's successor takes its place: pending did not go from
+          -- empty to not empty, nobody needs waking.
+          c.was_empty = false
+          refill_head(c, group, prio)
+        elseif redis.call('ZREM', group_key(c, group), id) == 1 then
+          add(c, fields_of(prio).backlog, -1)
+        end
+      else
+        redis.call('ZREM', q.pending, id)
+      end
+    end
+    redis.call('HDEL', q.jobs, id)
+    ended(c, {id}, now_ms())
+    settle(c)
+    return 1
+  end,
+}

@@ -18,7 +18,11 @@
 --   jobs than asked, ms until the next rate limit token}; each part's
 --   answers one request after the other in one flat list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
-redis.register_function('exchange_' .. VERSION, function(keys, argv)
+-- `drain` is the same function for calls that enqueue nothing: it frees
+-- memory or keeps it level, so it runs while Redis is out of memory
+-- (allow-oom), and workers can drain a queue that filled Redis; a call
+-- that enqueues is refused then, before it runs.
+local function exchange(keys, argv)
   local q = queue_of('exchange', keys, argv)
   local acks = {}
   local at = read_acks(argv, 7, acks)
@@ -38,4 +42,12 @@ redis.register_function('exchange_' .. VERSION, function(keys, argv)
   end
   settle(c)
   return {now, statuses, enqueued, claimed, limited, wait_ms}
-end)
+end
+
+redis.register_function('exchange_' .. VERSION, exchange)
+
+redis.register_function{
+  function_name = 'drain_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = exchange,
+}

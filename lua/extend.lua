@@ -6,14 +6,18 @@
 --   (JSON, '' for none)
 -- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST
-redis.register_function('extend_' .. VERSION, function(keys, argv)
-  local q = queue_of('extend', keys, argv)
-  local id = argv[1]
-  local lease, problem = current_lease(q, id, argv[2])
-  if not lease then fail(problem) end
-  redis.call('ZADD', q.processing, 'XX', ms(now_ms() + tonumber(argv[3])), id)
-  if argv[4] ~= '' and redis.call('HSET', q.progress, id, argv[4]) == 1 then
-    redis.call('HINCRBY', q.meta, 'progress', 1)
-  end
-  return view(q, id)
-end)
+redis.register_function{
+  function_name = 'extend_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('extend', keys, argv)
+    local id = argv[1]
+    local lease, problem = current_lease(q, id, argv[2])
+    if not lease then fail(problem) end
+    redis.call('ZADD', q.processing, 'XX', ms(now_ms() + tonumber(argv[3])), id)
+    if argv[4] ~= '' and redis.call('HSET', q.progress, id, argv[4]) == 1 then
+      redis.call('HINCRBY', q.meta, 'progress', 1)
+    end
+    return view(q, id)
+  end,
+}

@@ -143,63 +143,67 @@ local function refill(l, entry)
   insert(l, {next[1], tonumber(next[2]), group, false})
 end
 
-redis.register_function('heads_' .. VERSION, function(keys, argv)
-  local q = queue_of('heads', keys, argv)
-  local c = context(q)
-  check_shards(c, argv[6])
-  local now = now_ms()
-  promote_due(c, now, tonumber(argv[3]))
-  settle(c)
+redis.register_function{
+  function_name = 'heads_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('heads', keys, argv)
+    local c = context(q)
+    check_shards(c, argv[6])
+    local now = now_ms()
+    promote_due(c, now, tonumber(argv[3]))
+    settle(c)
 
-  local out = {(c.settings.group_max_in_flight or c.settings.max_in_flight) and 1 or 0}
-  if c.settings.paused then return out end
-  local limit = tonumber(argv[4])
-  if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))) end
-  if c.settings.rate_per_second then limit = math.min(limit, math.floor(tokens(c, now))) end
-  if limit <= 0 then return out end
-  local ppm, handed = tonumber(argv[5]), number(c, 'floor')
-  -- Without groups and floor, the line is pending's first jobs.
-  if ppm == 0 and redis.call('ZCARD', q.groups) == 0 then
-    local page = redis.call('ZRANGE', q.pending, 0, limit - 1, 'WITHSCORES')
-    for i = 2, #page, 2 do
-      out[#out + 1] = page[i]
+    local out = {(c.settings.group_max_in_flight or c.settings.max_in_flight) and 1 or 0}
+    if c.settings.paused then return out end
+    local limit = tonumber(argv[4])
+    if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))) end
+    if c.settings.rate_per_second then limit = math.min(limit, math.floor(tokens(c, now))) end
+    if limit <= 0 then return out end
+    local ppm, handed = tonumber(argv[5]), number(c, 'floor')
+    -- Without groups and floor, the line is pending's first jobs.
+    if ppm == 0 and redis.call('ZCARD', q.groups) == 0 then
+      local page = redis.call('ZRANGE', q.pending, 0, limit - 1, 'WITHSCORES')
+      for i = 2, #page, 2 do
+        out[#out + 1] = page[i]
+      end
+      return out
     end
-    return out
-  end
 
-  local l = line(c, limit)
-  -- Jobs of each named group taken here, on top of those in flight.
-  local taken = {}
-  local function held(entry)
-    local group = entry[3]
-    return group and held_back(c, group, taken[group])
-  end
-  while #out <= limit do
-    local head = first(l)
-    -- A head whose group is held back (at its cap) is withheld.
-    while head and held(head) do
-      remove(l, head)
-      head = first(l)
+    local l = line(c, limit)
+    -- Jobs of each named group taken here, on top of those in flight.
+    local taken = {}
+    local function held(entry)
+      local group = entry[3]
+      return group and held_back(c, group, taken[group])
     end
-    if not head then break end
-    out[#out + 1] = string.format('%.17g', head[2])
-    local job = head
-    if ppm > 0 and floor_turn(handed + #out - 1, ppm) then
-      job = first_of_least_urgent(l)
-      while job and held(job) do
-        remove(l, job)
+    while #out <= limit do
+      local head = first(l)
+      -- A head whose group is held back (at its cap) is withheld.
+      while head and held(head) do
+        remove(l, head)
+        head = first(l)
+      end
+      if not head then break end
+      out[#out + 1] = string.format('%.17g', head[2])
+      local job = head
+      if ppm > 0 and floor_turn(handed + #out - 1, ppm) then
         job = first_of_least_urgent(l)
+        while job and held(job) do
+          remove(l, job)
+          job = first_of_least_urgent(l)
+        end
+      end
+      if not job then
+        out[#out] = nil
+        break
+      end
+      remove(l, job)
+      if job[3] then
+        taken[job[3]] = (taken[job[3]] or 0) + 1
+        if not held(job) then refill(l, job) end
       end
     end
-    if not job then
-      out[#out] = nil
-      break
-    end
-    remove(l, job)
-    if job[3] then
-      taken[job[3]] = (taken[job[3]] or 0) + 1
-      if not held(job) then refill(l, job) end
-    end
-  end
-  return out
-end)
+    return out
+  end,
+}

@@ -10,16 +10,20 @@
 --   ARGV[9] error text
 -- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST, SEQUENCE_EXHAUSTED
-redis.register_function('nack_' .. VERSION, function(keys, argv)
-  local q = queue_of('nack', keys, argv)
-  local id = argv[3]
-  local lease, problem = current_lease(q, id, argv[4])
-  if not lease then fail(problem) end
-  local c = context(q)
-  local error = argv[8] == '1' and argv[9] or nil
-  if not end_lease(c, id, now_ms(), tonumber(argv[5]), argv[6] == '1', tonumber(argv[7]), error) then
-    fail('SEQUENCE_EXHAUSTED')
-  end
-  settle(c)
-  return view(q, id)
-end)
+redis.register_function{
+  function_name = 'nack_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('nack', keys, argv)
+    local id = argv[3]
+    local lease, problem = current_lease(q, id, argv[4])
+    if not lease then fail(problem) end
+    local c = context(q)
+    local error = argv[8] == '1' and argv[9] or nil
+    if not end_lease(c, id, now_ms(), tonumber(argv[5]), argv[6] == '1', tonumber(argv[7]), error) then
+      fail('SEQUENCE_EXHAUSTED')
+    end
+    settle(c)
+    return view(q, id)
+  end,
+}

@@ -2,6 +2,10 @@
 -- holds back while writes are paused (CLIENT PAUSE WRITE). Touches no key.
 -- Returns: 1
 -- Errors: none; every outcome is in the reply.
-redis.register_function('ready_' .. VERSION, function()
-  return 1
-end)
+redis.register_function{
+  function_name = 'ready_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function()
+    return 1
+  end,
+}

@@ -23,53 +23,57 @@
 --   shards the queue is split over as this shard records it, the fires
 --   owed: job id and schedule definition each}
 -- Errors: none; every outcome is in the reply.
-redis.register_function('sweep_' .. VERSION, function(keys, argv)
-  local q = queue_of('sweep', keys, argv)
-  local c = context(q)
-  local now, batch = now_ms(), tonumber(argv[3])
-  local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
-  local taken, buried = 0, 0
-  for _, id in ipairs(expired) do
-    local state = end_lease(c, id, now, 0, false, nil, 'lease expired')
-    if state then taken = taken + 1 end
-    if state == 'dead' then buried = buried + 1 end
-  end
-  local promoted = promote_due(c, now, batch)
-  local purged = redis.call('ZRANGE', q.completed, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
-  if #purged > 0 then
-    redis.call('ZREM', q.completed, unpack(purged))
-    redis.call('HDEL', q.results, unpack(purged))
-    redis.call('HDEL', q.leases, unpack(purged))
-    redis.call('HDEL', q.jobs, unpack(purged))
-  end
+redis.register_function{
+  function_name = 'sweep_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('sweep', keys, argv)
+    local c = context(q)
+    local now, batch = now_ms(), tonumber(argv[3])
+    local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+    local taken, buried = 0, 0
+    for _, id in ipairs(expired) do
+      local state = end_lease(c, id, now, 0, false, nil, 'lease expired')
+      if state then taken = taken + 1 end
+      if state == 'dead' then buried = buried + 1 end
+    end
+    local promoted = promote_due(c, now, batch)
+    local purged = redis.call('ZRANGE', q.completed, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+    if #purged > 0 then
+      redis.call('ZREM', q.completed, unpack(purged))
+      redis.call('HDEL', q.results, unpack(purged))
+      redis.call('HDEL', q.leases, unpack(purged))
+      redis.call('HDEL', q.jobs, unpack(purged))
+    end
 
-  local tags = redis.call('HSCAN', q.meta, argv[4], 'MATCH', 't:*', 'COUNT', batch)
-  for i = 1, #tags[2], 2 do
-    local field = tags[2][i]
-    local prio = tonumber(string.match(field, '^t:(%d+):'))
-    if c.dirty[field] == nil and tonumber(tags[2][i + 1]) <= number(c, fields_of(prio).vtime) then
-      put(c, field, false)
+    local tags = redis.call('HSCAN', q.meta, argv[4], 'MATCH', 't:*', 'COUNT', batch)
+    for i = 1, #tags[2], 2 do
+      local field = tags[2][i]
+      local prio = tonumber(string.match(field, '^t:(%d+):'))
+      if c.dirty[field] == nil and tonumber(tags[2][i + 1]) <= number(c, fields_of(prio).vtime) then
+        put(c, field, false)
+      end
     end
-  end
-  local groups = redis.call('ZSCAN', q.groups, argv[5], 'COUNT', batch)
-  for i = 1, #groups[2], 2 do
-    restore_heads(c, groups[2][i])
-  end
-  local due = {}
-  local names = redis.call('ZRANGE', q.due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch, 'WITHSCORES')
-  for i = 1, #names, 2 do
-    due[#due + 1] = names[i]
-    due[#due + 1] = names[i + 1]
-    due[#due + 1] = redis.call('HGET', q.schedules, names[i]) or ''
-  end
-  local owed, debts = {}, redis.call('HGETALL', q.owed)
-  for i = 1, #debts, 2 do
-    local since, spec = string.match(debts[i + 1], '^(%d+):(.*)$')
-    if tonumber(since) <= now - tonumber(argv[6]) then
-      owed[#owed + 1] = debts[i]
-      owed[#owed + 1] = spec
+    local groups = redis.call('ZSCAN', q.groups, argv[5], 'COUNT', batch)
+    for i = 1, #groups[2], 2 do
+      restore_heads(c, groups[2][i])
     end
-  end
-  settle(c)
-  return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed}
-end)
+    local due = {}
+    local names = redis.call('ZRANGE', q.due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch, 'WITHSCORES')
+    for i = 1, #names, 2 do
+      due[#due + 1] = names[i]
+      due[#due + 1] = names[i + 1]
+      due[#due + 1] = redis.call('HGET', q.schedules, names[i]) or ''
+    end
+    local owed, debts = {}, redis.call('HGETALL', q.owed)
+    for i = 1, #debts, 2 do
+      local since, spec = string.match(debts[i + 1], '^(%d+):(.*)$')
+      if tonumber(since) <= now - tonumber(argv[6]) then
+        owed[#owed + 1] = debts[i]
+        owed[#owed + 1] = spec
+      end
+    end
+    settle(c)
+    return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed}
+  end,
+}

@@ -8,14 +8,18 @@
 -- Errors: none; every outcome is in the reply.
 local WAIT_SLACK_MS = 1000
 
-redis.register_function('watch_' .. VERSION, function(keys, argv)
-  local q = queue_of('watch', keys, argv)
-  local job = view(q, argv[1])
-  if job then
-    local until_ = now_ms() + tonumber(argv[2]) + WAIT_SLACK_MS
-    if until_ > (tonumber(redis.call('HGET', q.meta, 'w')) or 0) then
-      redis.call('HSET', q.meta, 'w', ms(until_))
+redis.register_function{
+  function_name = 'watch_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('watch', keys, argv)
+    local job = view(q, argv[1])
+    if job then
+      local until_ = now_ms() + tonumber(argv[2]) + WAIT_SLACK_MS
+      if until_ > (tonumber(redis.call('HGET', q.meta, 'w')) or 0) then
+        redis.call('HSET', q.meta, 'w', ms(until_))
+      end
     end
-  end
-  return job
-end)
+    return job
+  end,
+}

@@ -101,6 +101,46 @@ pub struct Config {
     #[arg(long, env = "PRIOQ_SLOW_REQUEST_MS", default_value_t = 1000)]
     pub slow_request_ms: u64,
 
+    /// Origins besides the service's own whose browser pages may change
+    /// it (POST, PUT, PATCH, DELETE on /v1), comma-separated:
+    /// `https://admin.example.com`.
+    #[arg(long, env = "PRIOQ_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+
+    /// Queues that may exist at once; a write that would make one more
+    /// answers 507 `limit_reached`.
+    #[arg(long, env = "PRIOQ_MAX_QUEUES", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queues: u64,
+
+    /// Schedules a queue may have; one more answers 507 `limit_reached`.
+    #[arg(long, env = "PRIOQ_MAX_SCHEDULES", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_schedules: u64,
+
+    /// A connection that has not sent a whole request head within this
+    /// long is closed.
+    #[arg(long, env = "PRIOQ_HEADER_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub header_timeout_ms: u64,
+
+    /// A connection that has sent and been answered nothing for this long
+    /// is closed; above the longest wait a request may ask for (20 s).
+    #[arg(long, env = "PRIOQ_IDLE_TIMEOUT_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1000..))]
+    pub idle_timeout_ms: u64,
+
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long, env = "PRIOQ_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+
+    /// Long polls (claims and waits for a job) waiting at once on this
+    /// instance; beyond them a long poll answers at once, as if its wait
+    /// had ended.
+    #[arg(long, env = "PRIOQ_MAX_WAITERS", default_value_t = 10_000)]
+    pub max_waiters: u64,
+
     /// Log format: `text` (readable lines) or `json` (one object per line).
     #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -125,6 +165,14 @@ impl Config {
     /// Defaults for everything, as with no flags and no environment.
     pub fn with_defaults() -> Self {
         Self::parse_from(["prioq"])
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
     }
 
     pub fn sweep_interval(&self) -> Duration {

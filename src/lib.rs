@@ -43,6 +43,7 @@
 pub mod config;
 pub mod http;
 pub mod queue;
+pub mod serve;
 pub mod startup;
 pub mod sweeper;
 pub mod telemetry;

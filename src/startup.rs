@@ -5,14 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::http::{self, AppContext, AppState};
 use crate::queue::{Broker, BrokerConfig, RedisPool, RedisSettings, wake};
-use crate::sweeper;
+use crate::{serve, sweeper};
 
 /// How to reach Redis, from the configuration.
 pub fn redis_settings(config: &Config) -> RedisSettings {
@@ -21,6 +20,18 @@ pub fn redis_settings(config: &Config) -> RedisSettings {
         cluster: config.redis_cluster,
         pool_size: config.redis_pool_size as usize,
         timeout: config.redis_timeout(),
+    }
+}
+
+/// The queue layer's settings, from the configuration.
+pub fn broker_config(config: &Config) -> BrokerConfig {
+    BrokerConfig {
+        key_prefix: config.key_prefix.clone(),
+        redis_timeout: config.redis_timeout(),
+        bulk_floor: config.bulk_floor,
+        max_waiters: config.max_waiters,
+        max_queues: config.max_queues,
+        max_schedules: config.max_schedules,
     }
 }
 
@@ -45,16 +56,15 @@ impl Application {
             .map(|url| redis::Client::open(url.as_str()))
             .collect::<Result<Vec<_>, _>>()
             .context("invalid Redis URL")?;
-        let broker = Broker::new(
-            pool,
-            BrokerConfig {
-                key_prefix: config.key_prefix.clone(),
-                redis_timeout: config.redis_timeout(),
-                bulk_floor: config.bulk_floor,
-            },
-        );
+        let broker = Broker::new(pool, broker_config(&config));
         let listener =
             listen(config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
+        if config.tokens().next().is_none() && !config.listen.ip().is_loopback() {
+            tracing::warn!(
+                listen = %config.listen,
+                "no API token is set and the address is not a loopback one: anyone who reaches it can change the queues (set PRIOQ_API_TOKENS)"
+            );
+        }
         Ok(Self {
             listener,
             state: AppState::new(AppContext {
@@ -96,31 +106,43 @@ impl Application {
             state.config.sweep_interval(),
             stopped.clone(),
         ));
+        tokio::spawn(warn_of_eviction(Arc::clone(&state.broker), stopped.clone()));
         let listener_task = tokio::spawn(wake::listen(
             seeds,
             state.config.key_prefix.clone(),
             state.broker.waiters(),
             stopped.clone(),
         ));
-        // Answers go out at once: with Nagle's algorithm, an answer written
-        // while an earlier one is unacknowledged waits for the client's
-        // delayed ACK (40 ms) — on every connection carrying more than one
-        // request at a time (HTTP/2, pipelining).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::warn!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let served = axum::serve(listener, http::router(state))
-            .with_graceful_shutdown(async move {
-                shutdown.cancelled().await;
-                tokio::time::sleep(grace).await;
-            })
-            .await
-            .context("HTTP server failed");
+        let limits = serve::Limits {
+            max_connections: usize::try_from(state.config.max_connections).unwrap_or(usize::MAX),
+            header_timeout: state.config.header_timeout(),
+            idle_timeout: state.config.idle_timeout(),
+        };
+        let served = serve::serve(listener, http::router(state), limits, async move {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        })
+        .await
+        .context("HTTP server failed");
         stopped.cancel();
         let _ = tokio::join!(sweeper, listener_task);
         served
+    }
+}
+
+/// Warns once, when Redis first answers, if it evicts keys when full.
+async fn warn_of_eviction(broker: Arc<Broker>, stopped: CancellationToken) {
+    while !stopped.is_cancelled() {
+        if broker.ping().await.is_ok() {
+            if let Some(warning) = broker.memory_warning().await {
+                tracing::warn!("{warning}");
+            }
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            () = stopped.cancelled() => {}
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! Each batch is one function call (and one more per due schedule), so any
 //! number of instances may sweep at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,13 +27,13 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
     // Said once when sweeping starts failing and once when it recovers, not
     // every interval of an outage.
     let mut failing = false;
-    let mut cursors = HashMap::new();
+    let mut state = Passes::default();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        match sweep(&broker, &shutdown, &mut cursors).await {
+        match sweep(&broker, &shutdown, &mut state).await {
             Ok(()) if failing => {
                 failing = false;
                 tracing::info!("sweeping again");
@@ -51,53 +51,94 @@ pub async fn run(broker: Arc<Broker>, interval: Duration, shutdown: Cancellation
     }
 }
 
+/// What one pass leaves the next: where each shard's look at its tags and
+/// groups goes on, and the queues whose sweep failed (said once, and once
+/// more when they recover).
+#[derive(Debug, Default)]
+struct Passes {
+    cursors: HashMap<(String, u32), SweepCursors>,
+    failing: HashSet<String>,
+}
+
 /// One pass over every shard of every known queue: one call per shard,
-/// more while a call comes back with a full batch. `cursors` holds where
-/// each shard's look at its tags and groups goes on.
-pub async fn sweep(
+/// more while a call comes back with a full batch. A queue whose sweep
+/// fails (its cluster primary is down, a call timed out) is left for the
+/// next pass and the others are swept; the pass fails only when the list
+/// of queues cannot be read.
+async fn sweep(broker: &Broker, shutdown: &CancellationToken, state: &mut Passes) -> Result<()> {
+    let queues = broker.queues().await?;
+    state
+        .cursors
+        .retain(|(queue, _), _| queues.binary_search(queue).is_ok());
+    state
+        .failing
+        .retain(|queue| queues.binary_search(queue).is_ok());
+    for queue in queues {
+        if shutdown.is_cancelled() {
+            return Ok(());
+        }
+        match sweep_queue(broker, shutdown, &mut state.cursors, &queue).await {
+            Ok(()) => {
+                if state.failing.remove(&queue) {
+                    tracing::info!(queue, "sweeping the queue again");
+                }
+            }
+            Err(error) => {
+                if state.failing.insert(queue.clone()) {
+                    tracing::warn!(
+                        queue,
+                        error = format!("{:#}", anyhow::Error::from(error)),
+                        "could not sweep the queue; the others go on, it is tried every interval"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sweeps every shard of `queue`, each from where its last sweep stopped.
+async fn sweep_queue(
     broker: &Broker,
     shutdown: &CancellationToken,
     cursors: &mut HashMap<(String, u32), SweepCursors>,
+    queue: &str,
 ) -> Result<()> {
-    let queues = broker.queues().await?;
-    cursors.retain(|(queue, _), _| queues.binary_search(queue).is_ok());
-    for queue in queues {
-        let mut shards = broker.shards(&queue).await?;
-        let mut shard = 0;
-        while shard < shards {
-            for _ in 0..MAX_BATCHES {
-                if shutdown.is_cancelled() {
-                    return Ok(());
-                }
-                let at = (queue.clone(), shard);
-                let from = cursors.get(&at).cloned().unwrap_or_default();
-                let swept = broker.sweep(&queue, shard, BATCH, &from).await?;
-                cursors.insert(at, swept.cursors.clone());
-                // The home says how many shards there are now.
-                if shard == 0 && swept.shards != shards {
-                    shards = broker.reread_shards(&queue).await?;
-                }
-                if swept.reclaimed > 0 {
-                    tracing::info!(
-                        queue,
-                        shard,
-                        reclaimed = swept.reclaimed,
-                        dead = swept.dead,
-                        "took back expired leases"
-                    );
-                }
-                fire(broker, &queue, &swept).await;
-                let full = u64::from(BATCH);
-                if swept.reclaimed < full
-                    && swept.promoted < full
-                    && swept.purged < full
-                    && swept.due.len() < BATCH as usize
-                {
-                    break;
-                }
+    let mut shards = broker.shards(queue).await?;
+    let mut shard = 0;
+    while shard < shards {
+        for _ in 0..MAX_BATCHES {
+            if shutdown.is_cancelled() {
+                return Ok(());
             }
-            shard += 1;
+            let at = (queue.to_owned(), shard);
+            let from = cursors.get(&at).cloned().unwrap_or_default();
+            let swept = broker.sweep(queue, shard, BATCH, &from).await?;
+            cursors.insert(at, swept.cursors.clone());
+            // The home says how many shards there are now.
+            if shard == 0 && swept.shards != shards {
+                shards = broker.reread_shards(queue).await?;
+            }
+            if swept.reclaimed > 0 {
+                tracing::info!(
+                    queue,
+                    shard,
+                    reclaimed = swept.reclaimed,
+                    dead = swept.dead,
+                    "took back expired leases"
+                );
+            }
+            fire(broker, queue, &swept).await;
+            let full = u64::from(BATCH);
+            if swept.reclaimed < full
+                && swept.promoted < full
+                && swept.purged < full
+                && swept.due.len() < BATCH as usize
+            {
+                break;
+            }
         }
+        shard += 1;
     }
     Ok(())
 }

@@ -34,12 +34,37 @@ pub enum ApiError {
     Validation { field: String, reason: String },
     #[error("the server failed to answer this request")]
     Internal,
+    #[error("a browser page of another site may not change this service")]
+    ForbiddenOrigin,
+    /// Redis did not serve the request; `effect` says whether it may have
+    /// taken effect.
     #[error("{detail}")]
     BackendUnavailable {
         detail: &'static str,
+        effect: Effect,
         #[source]
         source: anyhow::Error,
     },
+    #[error(
+        "Redis is out of memory and refused a write that would grow it; the request had no effect"
+    )]
+    BackendFull {
+        #[source]
+        source: anyhow::Error,
+    },
+    #[error("the limit on {0} is reached; the request had no effect")]
+    LimitReached(&'static str),
+}
+
+/// Whether a request that Redis did not serve may have taken effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Nothing was applied: retrying is always safe.
+    None,
+    /// A write may have been applied: retry with the same ids, tokens or
+    /// request id.
+    Unknown,
 }
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -63,6 +88,8 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BackendUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BackendFull { .. } | Self::LimitReached(_) => StatusCode::INSUFFICIENT_STORAGE,
+            Self::ForbiddenOrigin => StatusCode::FORBIDDEN,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -80,6 +107,9 @@ impl ApiError {
             Self::UnsupportedMediaType => ProblemCode::UnsupportedMediaType,
             Self::Validation { .. } => ProblemCode::ValidationFailed,
             Self::BackendUnavailable { .. } => ProblemCode::BackendUnavailable,
+            Self::BackendFull { .. } => ProblemCode::BackendFull,
+            Self::LimitReached(_) => ProblemCode::LimitReached,
+            Self::ForbiddenOrigin => ProblemCode::ForbiddenOrigin,
             Self::Internal => ProblemCode::InternalError,
         }
     }
@@ -97,6 +127,7 @@ impl From<QueueError> for ApiError {
             ),
             QueueError::SequenceExhausted => Self::BackendUnavailable {
                 detail: "the priority class has used up its arrival tags until it is drained; the request had no effect",
+                effect: Effect::None,
                 source: anyhow::anyhow!("arrival tags exhausted"),
             },
             QueueError::Invalid(field) => {
@@ -108,16 +139,21 @@ impl From<QueueError> for ApiError {
             }
             QueueError::ShardsChanged => Self::BackendUnavailable {
                 detail: "the queue's number of shards is being changed; the request had no effect, retry it",
+                effect: Effect::None,
                 source: anyhow::anyhow!("shards changed under the request"),
             },
             QueueError::Unavailable(source) => Self::BackendUnavailable {
-                detail: "Redis cannot be reached; the request had no effect",
+                detail: "Redis cannot be reached, or refused the request before running it; the request had no effect",
+                effect: Effect::None,
                 source,
             },
             QueueError::Unknown(source) => Self::BackendUnavailable {
                 detail: "Redis did not complete the request; its effect is unknown, retry it",
+                effect: Effect::Unknown,
                 source,
             },
+            QueueError::Full(source) => Self::BackendFull { source },
+            QueueError::LimitReached(limit) => Self::LimitReached(limit),
         }
     }
 }
@@ -136,6 +172,9 @@ pub enum ProblemCode {
     UnsupportedMediaType,
     ValidationFailed,
     BackendUnavailable,
+    BackendFull,
+    LimitReached,
+    ForbiddenOrigin,
     InternalError,
 }
 
@@ -158,6 +197,9 @@ pub struct Problem {
     /// The request field that failed validation, for `validation_failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// For 503 and 507: whether the request may have taken effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<Effect>,
 }
 
 impl IntoResponse for ApiError {
@@ -172,6 +214,11 @@ impl IntoResponse for ApiError {
             Self::Validation { field, .. } => Some(field.clone()),
             _ => None,
         };
+        let effect = match &self {
+            Self::BackendUnavailable { effect, .. } => Some(*effect),
+            Self::BackendFull { .. } | Self::LimitReached(_) => Some(Effect::None),
+            _ => None,
+        };
         let problem = Problem {
             kind: format!("urn:prioq:problem:{code_name}"),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
@@ -179,6 +226,7 @@ impl IntoResponse for ApiError {
             detail: self.to_string(),
             code,
             field,
+            effect,
         };
         let mut response = (status, Json(problem)).into_response();
         let headers = response.headers_mut();
@@ -190,7 +238,7 @@ impl IntoResponse for ApiError {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         match &self {
-            Self::BackendUnavailable { source, .. } => {
+            Self::BackendUnavailable { source, .. } | Self::BackendFull { source } => {
                 response
                     .extensions_mut()
                     .insert(ErrorCause(format!("{source:#}")));

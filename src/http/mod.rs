@@ -70,7 +70,14 @@ const REQUEST_ID: &str = "x-request-id";
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
     let (v1, ops) = openapi::routes();
-    let v1 = Router::from(v1).route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+    // The last layer runs first: the token is looked at before anything
+    // else, then browsers of other sites are refused.
+    let v1 = Router::from(v1)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_browsers,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .merge(v1)
         .merge(Router::from(ops))
@@ -185,6 +192,66 @@ impl Drop for Outcome {
             Some(_) => {}
         }
     }
+}
+
+/// Refuses, before anything else, what a browser page of another site can
+/// send without the page being allowed to: a change (POST, PUT, PATCH,
+/// DELETE) fetched cross-site or same-site (`Sec-Fetch-Site`) or from
+/// another origin than the service's own and the allowed ones (`Origin`),
+/// 403; and a form's or plain text's content type, which a page may post
+/// anywhere without asking, 415. Clients that send none of these headers
+/// (curl, services) are untouched; the dashboard's own requests are
+/// same-origin.
+async fn refuse_browsers(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let text = |name: header::HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
+    let form = text(header::CONTENT_TYPE)
+        .and_then(|value| value.split(';').next())
+        .map(str::trim)
+        .is_some_and(|essence| {
+            [
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+                "text/plain",
+            ]
+            .iter()
+            .any(|form| essence.eq_ignore_ascii_case(form))
+        });
+    if form {
+        return ApiError::UnsupportedMediaType.into_response();
+    }
+    let changes = !matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    let cross_site = text(header::HeaderName::from_static("sec-fetch-site")).is_some_and(|site| {
+        site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site")
+    });
+    let foreign = text(header::ORIGIN).is_some_and(|origin| {
+        let hosts = [
+            header::HeaderName::from_static("x-forwarded-host"),
+            header::HOST,
+        ];
+        let own = hosts
+            .into_iter()
+            .filter_map(&text)
+            .any(|host| origin_host(origin).is_some_and(|of| of.eq_ignore_ascii_case(host)));
+        let allowed = state
+            .config
+            .allowed_origins
+            .iter()
+            .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin));
+        !own && !allowed
+    });
+    if changes && (cross_site || foreign) {
+        return ApiError::ForbiddenOrigin.into_response();
+    }
+    next.run(request).await
+}
+
+/// The `host[:port]` of an origin (`scheme://host[:port]`).
+fn origin_host(origin: &str) -> Option<&str> {
+    origin.split_once("://").map(|(_, host)| host)
 }
 
 /// Checks the bearer token before anything else of the request is read.

@@ -84,7 +84,7 @@ const ALWAYS: [(&str, &str, &str); 3] = [
     (
         "503",
         "backend_unavailable",
-        "Redis cannot be reached; `detail` says whether the request took effect",
+        "Redis cannot be reached or did not complete the request; `effect` says whether it may have taken effect (`none`: retrying is always safe)",
     ),
 ];
 /// Those of operations that take a body.
@@ -97,7 +97,7 @@ const WITH_BODY: [(&str, &str, &str); 3] = [
     (
         "415",
         "unsupported_media_type",
-        "The body is not sent as `application/json`",
+        "The body is not sent as `application/json` (a form's or plain text's content type is refused with or without a body)",
     ),
     (
         "422",
@@ -107,8 +107,9 @@ const WITH_BODY: [(&str, &str, &str); 3] = [
 ];
 
 /// Those of operations on one job (and the settings change refused on a
-/// queue holding jobs), by operation id.
-const ON_A_JOB: [(&str, &str, &str, &[&str]); 4] = [
+/// queue holding jobs), and of the writes that grow Redis's memory or may
+/// make a queue or a schedule, by operation id.
+const ON_A_JOB: [(&str, &str, &str, &[&str]); 5] = [
     (
         "404",
         "not_found",
@@ -145,6 +146,22 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 4] = [
         "The queue holds jobs: its number of shards can change only while it holds none",
         &["change_settings"],
     ),
+    (
+        "507",
+        "backend_full",
+        "Redis is out of memory (`backend_full`), or a configured limit on queues or schedules is reached (`limit_reached`, `detail` names it); nothing was written",
+        &[
+            "enqueue",
+            "enqueue_batch",
+            "put_schedule",
+            "requeue",
+            "change_settings",
+            "pause",
+            "resume",
+            "pause_schedule",
+            "resume_schedule",
+        ],
+    ),
 ];
 
 /// The shape of each path segment, as the contract gives it: its
@@ -154,6 +171,13 @@ const PATH_SEGMENTS: [(&str, &str, usize); 3] = [
     ("id", "^[A-Za-z0-9_.:-]{1,128}$", 128),
     ("name", "^[A-Za-z0-9_.-]{1,100}$", 100),
 ];
+/// The answer of any change (POST, PUT, PATCH, DELETE) that a browser page
+/// of another site sends.
+const CHANGES: (&str, &str, &str) = (
+    "403",
+    "forbidden_origin",
+    "A browser request from another site (`Sec-Fetch-Site`, `Origin`): it had no effect",
+);
 /// Operations whose body may be left out altogether.
 const OPTIONAL_BODY: [&str; 2] = ["claim", "requeue"];
 
@@ -166,11 +190,16 @@ impl Modify for SharedAnswers {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
-        let all = ALWAYS.iter().chain(&WITH_BODY).copied().chain(
-            ON_A_JOB
-                .iter()
-                .map(|(status, code, description, _)| (*status, *code, *description)),
-        );
+        let all = ALWAYS
+            .iter()
+            .chain(&WITH_BODY)
+            .chain([&CHANGES])
+            .copied()
+            .chain(
+                ON_A_JOB
+                    .iter()
+                    .map(|(status, code, description, _)| (*status, *code, *description)),
+            );
         for (status, code, description) in all {
             let content = ContentBuilder::new()
                 .schema(Some(Ref::from_schema_name("Problem")))
@@ -195,13 +224,14 @@ impl Modify for SharedAnswers {
                 continue;
             }
             let operations = [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.patch,
-                &mut item.delete,
+                (&mut item.get, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.patch, true),
+                (&mut item.delete, true),
             ];
-            for operation in operations.into_iter().flatten() {
+            for (operation, changes) in operations {
+                let Some(operation) = operation else { continue };
                 operation.security = Some(vec![SecurityRequirement::new(
                     "bearer",
                     Vec::<String>::new(),
@@ -234,6 +264,7 @@ impl Modify for SharedAnswers {
                 let shared = ALWAYS
                     .iter()
                     .chain(WITH_BODY.iter().filter(|_| body))
+                    .chain([&CHANGES].into_iter().filter(|_| changes))
                     .map(|(status, code, _)| (*status, *code))
                     .chain(
                         ON_A_JOB

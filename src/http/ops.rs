@@ -26,13 +26,26 @@ pub struct Status {
     /// `ok`; `unavailable` when Redis does not answer; `stopping` while the
     /// instance shuts down.
     status: &'static str,
+    /// What an operator should know though the instance is ready: Redis
+    /// evicting keys when full.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+impl Status {
+    fn of(status: &'static str) -> Self {
+        Self {
+            status,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// Liveness: 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process runs", body = Status)))]
 pub async fn healthz() -> axum::Json<Status> {
-    axum::Json(Status { status: "ok" })
+    axum::Json(Status::of("ok"))
 }
 
 /// Readiness: 200 when Redis answers, else 503; 503 too once the instance
@@ -46,18 +59,25 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<St
     if state.shutdown.is_cancelled() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(Status { status: "stopping" }),
+            axum::Json(Status::of("stopping")),
         );
     }
     match state.broker.ping().await {
-        Ok(()) => (StatusCode::OK, axum::Json(Status { status: "ok" })),
+        Ok(()) => {
+            let warnings = state.broker.memory_warning().await.into_iter().collect();
+            (
+                StatusCode::OK,
+                axum::Json(Status {
+                    status: "ok",
+                    warnings,
+                }),
+            )
+        }
         Err(error) => {
             tracing::warn!(error = %anyhow::Error::from(error), "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(Status {
-                    status: "unavailable",
-                }),
+                axum::Json(Status::of("unavailable")),
             )
         }
     }

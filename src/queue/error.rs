@@ -31,9 +31,17 @@ pub enum QueueError {
     /// for (it changed, or is changing): nothing was written.
     #[error("the queue's shards changed")]
     ShardsChanged,
-    /// Redis could not be reached: the operation did not run.
+    /// Redis could not be reached, or refused the operation before running
+    /// it: it did not run.
     #[error("Redis is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// Redis is out of memory and refused a write that would grow it,
+    /// before running it: it did not run.
+    #[error("Redis is out of memory")]
+    Full(#[source] anyhow::Error),
+    /// A configured count would be exceeded (named): nothing was written.
+    #[error("the limit on {0} is reached")]
+    LimitReached(&'static str),
     /// Redis failed or did not answer in time after the operation was sent:
     /// it may or may not have taken effect.
     #[error("Redis did not complete the operation")]
@@ -52,6 +60,8 @@ impl QueueError {
             Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::ShardsChanged => Self::ShardsChanged,
             Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
+            Self::Full(error) => Self::Full(anyhow::anyhow!("{error:#}")),
+            Self::LimitReached(limit) => Self::LimitReached(limit),
             Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
         }
     }
@@ -73,14 +83,47 @@ impl From<redis::RedisError> for QueueError {
                     .unwrap_or_default()
                     .to_owned(),
             ),
-            _ if library::is_too_old(&error) => Self::Unknown(
+            _ if library::is_too_old(&error) => Self::Unavailable(
                 anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
             ),
-            // Nothing was sent on a connection that could not be made.
-            _ if error.is_connection_refusal() => Self::Unavailable(error.into()),
-            _ => Self::Unknown(error.into()),
+            Some("OOM") => Self::Full(error.into()),
+            _ if ran(&error) => Self::Unknown(error.into()),
+            _ => Self::Unavailable(error.into()),
         }
     }
+}
+
+/// Whether an operation that failed with `error` may have run: the
+/// connection dropped, the answer did not come in time, or the error came
+/// from the operation itself. Nothing runs on a connection that could not
+/// be made, and Redis runs nothing it refuses to run (loading its data, a
+/// busy script, a cluster's redirect or a primary being down, a replica
+/// refusing writes).
+fn ran(error: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    if error.is_connection_refusal() {
+        return false;
+    }
+    !matches!(
+        error.kind(),
+        ErrorKind::ClusterConnectionNotFound
+            | ErrorKind::AuthenticationFailed
+            | ErrorKind::InvalidClientConfig
+            | ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::CrossSlot
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::NoPerm
+            )
+    ) && !matches!(
+        error.code(),
+        Some("BUSY" | "NOSCRIPT" | "NOREPLICAS" | "MISCONF")
+    )
 }
 
 impl From<redis::ParsingError> for QueueError {

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -266,7 +267,16 @@ impl Broker {
                     ..claimed
                 });
             }
-            waiting.get_or_insert_with(|| Waiting::start(telemetry::LONG_POLLS_WAITING));
+            if waiting.is_none() {
+                waiting = Waiting::start(self, telemetry::LONG_POLLS_WAITING);
+                // Beyond the waiters an instance keeps, the wait ends now.
+                if waiting.is_none() {
+                    return Ok(Claimed {
+                        acked: std::mem::take(acked_now),
+                        ..claimed
+                    });
+                }
+            }
             // A rate limit says when the next token comes: look again then.
             // Otherwise wait to be told (a job, a resume, a freed slot).
             let next_look = match claimed.held {
@@ -399,7 +409,10 @@ impl Broker {
                     .ok_or(QueueError::NotFound)
             })
             .await?;
-        let _waiting = Waiting::start(telemetry::JOB_WAITS);
+        let Some(_waiting) = Waiting::start(self, telemetry::JOB_WAITS) else {
+            // Beyond the waiters an instance keeps, the wait ends now.
+            return Ok(job);
+        };
         loop {
             let ended = matches!(job.state, JobState::Completed | JobState::Dead);
             if ended || Instant::now() >= deadline || shutdown.is_cancelled() {
@@ -451,18 +464,30 @@ impl Broker {
 }
 
 /// A wait (a claim that found nothing, a read waiting for a job to end),
-/// counted in its gauge while it lasts.
-struct Waiting(&'static str);
+/// counted in its gauge and in the instance's waiters while it lasts.
+struct Waiting {
+    gauge: &'static str,
+    waiters: Arc<AtomicU64>,
+}
 
 impl Waiting {
-    fn start(gauge: &'static str) -> Self {
+    /// `None` when the instance has as many waiters as it keeps.
+    fn start(broker: &Broker, gauge: &'static str) -> Option<Self> {
+        let waiters = Arc::clone(&broker.waiting);
+        let max = broker.config.max_waiters;
+        waiters
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
         metrics::gauge!(gauge).increment(1);
-        Self(gauge)
+        Some(Self { gauge, waiters })
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        metrics::gauge!(self.0).decrement(1);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!(self.gauge).decrement(1);
     }
 }

@@ -34,7 +34,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use redis::{self, Cmd, FromRedisValue};
+use redis::{self, FromRedisValue};
 
 pub use error::{QueueError, Result};
 pub use exchange::{
@@ -50,7 +50,7 @@ use shards::Shards;
 pub use stats::{ClassStats, QueueStats};
 use store::keys;
 use store::library::{Function, LIBRARY};
-use store::{Redis, bounded_by};
+use store::{Call, Redis, bounded_by};
 pub use store::{RedisPool, RedisSettings};
 pub use sweep::{SweepCursors, Swept};
 use wake::Waiters;
@@ -63,6 +63,12 @@ pub struct BrokerConfig {
     pub redis_timeout: Duration,
     /// Share of handed-out jobs that go to the least urgent class.
     pub bulk_floor: f64,
+    /// Long polls and waits for a job this instance keeps at once.
+    pub max_waiters: u64,
+    /// Queues that may exist at once.
+    pub max_queues: u64,
+    /// Schedules a queue may have.
+    pub max_schedules: u64,
 }
 
 /// prioq's queues in one Redis.
@@ -75,6 +81,8 @@ pub struct Broker {
     shards: Shards,
     /// Queues this instance has put in the registry.
     registered: Mutex<HashSet<String>>,
+    /// Long polls and waits for a job under way.
+    waiting: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Broker {
@@ -92,6 +100,7 @@ impl Broker {
             config,
             waiters: Arc::default(),
             registered: Mutex::default(),
+            waiting: Arc::default(),
         }
     }
 
@@ -117,7 +126,7 @@ impl Broker {
         if self.registered_queues().contains(queue) {
             return Ok(());
         }
-        let mut cmd = redis::cmd("SADD");
+        let mut cmd = Call::safe(redis::cmd("SADD"));
         cmd.arg(keys::registry(&self.config.key_prefix)).arg(queue);
         self.call::<()>(&cmd).await?;
         self.registered_queues().insert(queue.to_owned());
@@ -135,7 +144,9 @@ impl Broker {
     /// back.
     pub async fn queues(&self) -> Result<Vec<String>> {
         let registry = keys::registry(&self.config.key_prefix);
-        let mut queues: Vec<String> = self.call(redis::cmd("SMEMBERS").arg(&registry)).await?;
+        let mut members = Call::safe(redis::cmd("SMEMBERS"));
+        members.arg(&registry);
+        let mut queues: Vec<String> = self.call(&members).await?;
         let missing: Vec<String> = {
             let known: HashSet<&String> = queues.iter().collect();
             let registered = self.registered_queues();
@@ -150,8 +161,9 @@ impl Broker {
                 ?missing,
                 "queues were missing from the registry; adding them back"
             );
-            self.call::<()>(redis::cmd("SADD").arg(&registry).arg(&missing))
-                .await?;
+            let mut add = Call::safe(redis::cmd("SADD"));
+            add.arg(&registry).arg(&missing);
+            self.call::<()>(&add).await?;
             queues.extend(missing);
         }
         queues.sort_unstable();
@@ -169,8 +181,24 @@ impl Broker {
             .map(drop)
     }
 
+    /// What Redis does when its memory is full, when that loses jobs: an
+    /// evicting `maxmemory-policy` drops keys, a queue's among them. `None`
+    /// for `noeviction`, and where Redis does not tell (a managed Redis
+    /// may refuse `CONFIG`).
+    pub async fn memory_warning(&self) -> Option<String> {
+        let mut cmd = Call::safe(redis::cmd("CONFIG"));
+        cmd.arg("GET").arg("maxmemory-policy");
+        let reply: Vec<String> = self.call(&cmd).await.ok()?;
+        let policy = reply.get(1)?;
+        (policy != "noeviction").then(|| {
+            format!(
+                "Redis evicts keys when its memory is full (maxmemory-policy {policy}): jobs can be lost; set maxmemory-policy noeviction"
+            )
+        })
+    }
+
     /// One call, bounded by the Redis timeout.
-    async fn call<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+    async fn call<T: FromRedisValue>(&self, cmd: &Call) -> Result<T> {
         bounded_by(self.config.redis_timeout, self.redis.query(cmd)).await
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use futures_util::future::try_join_all;
 
 use super::shards::QueueShards;
+use super::store::Call;
 use super::store::keys::Key;
 use super::store::library::{Function, LIBRARY};
 use super::{Broker, QueueError, Result};
@@ -112,7 +113,7 @@ impl Broker {
         // A group with jobs in several shards counts once.
         if shards.count() > 1 && stats.groups > 0 {
             let names = try_join_all(shards.shards.iter().map(|shard| async move {
-                let mut cmd = redis::cmd("ZRANGE");
+                let mut cmd = Call::safe(redis::cmd("ZRANGE"));
                 cmd.arg(shard.keys.key(Key::Groups)).arg(0).arg(-1);
                 self.call::<Vec<String>>(&cmd).await
             }))

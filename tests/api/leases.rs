@@ -89,9 +89,9 @@ fn broker(app: &TestApp) -> Broker {
     Broker::new(
         pool,
         BrokerConfig {
-            key_prefix: app.config.key_prefix.clone(),
             redis_timeout: Duration::from_secs(5),
             bulk_floor: 0.0,
+            ..prioq::startup::broker_config(&app.config)
         },
     )
 }

@@ -734,6 +734,11 @@ export interface components {
             total: number;
         };
         /**
+         * @description Whether a request that Redis did not serve may have taken effect.
+         * @enum {string}
+         */
+        Effect: "none" | "unknown";
+        /**
          * @description Many jobs to add at once.
          * @example {
          *       "jobs": [
@@ -996,6 +1001,7 @@ export interface components {
         Problem: {
             code: components["schemas"]["ProblemCode"];
             detail: string;
+            effect?: components["schemas"]["Effect"] | null;
             /** @description The request field that failed validation, for `validation_failed`. */
             field?: string | null;
             /** Format: int32 */
@@ -1008,7 +1014,7 @@ export interface components {
          * @description The `code` member of every problem.
          * @enum {string}
          */
-        ProblemCode: "invalid_request" | "unauthorized" | "not_found" | "lease_lost" | "conflict" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "backend_unavailable" | "internal_error";
+        ProblemCode: "invalid_request" | "unauthorized" | "not_found" | "lease_lost" | "conflict" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "backend_unavailable" | "backend_full" | "limit_reached" | "forbidden_origin" | "internal_error";
         /**
          * @description Every queue.
          * @example {
@@ -1351,10 +1357,33 @@ export interface components {
              *     instance shuts down.
              */
             status: string;
+            /**
+             * @description What an operator should know though the instance is ready: Redis
+             *     evicting keys when full.
+             */
+            warnings?: string[];
         };
     };
     responses: {
-        /** @description Redis cannot be reached; `detail` says whether the request took effect */
+        /** @description Redis is out of memory (`backend_full`), or a configured limit on queues or schedules is reached (`limit_reached`, `detail` names it); nothing was written */
+        backend_full: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "backend_full",
+                 *       "detail": "Redis is out of memory (`backend_full`), or a configured limit on queues or schedules is reached (`limit_reached`, `detail` names it); nothing was written",
+                 *       "status": 507,
+                 *       "title": "Redis is out of memory (`backend_full`), or a configured limit on queues or schedules is reached (`limit_reached`, `detail` names it); nothing was written",
+                 *       "type": "urn:prioq:problem:backend_full"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Redis cannot be reached or did not complete the request; `effect` says whether it may have taken effect (`none`: retrying is always safe) */
         backend_unavailable: {
             headers: {
                 [name: string]: unknown;
@@ -1363,9 +1392,9 @@ export interface components {
                 /**
                  * @example {
                  *       "code": "backend_unavailable",
-                 *       "detail": "Redis cannot be reached; `detail` says whether the request took effect",
+                 *       "detail": "Redis cannot be reached or did not complete the request; `effect` says whether it may have taken effect (`none`: retrying is always safe)",
                  *       "status": 503,
-                 *       "title": "Redis cannot be reached; `detail` says whether the request took effect",
+                 *       "title": "Redis cannot be reached or did not complete the request; `effect` says whether it may have taken effect (`none`: retrying is always safe)",
                  *       "type": "urn:prioq:problem:backend_unavailable"
                  *     }
                  */
@@ -1385,6 +1414,24 @@ export interface components {
                  *       "status": 409,
                  *       "title": "The queue holds jobs: its number of shards can change only while it holds none",
                  *       "type": "urn:prioq:problem:conflict"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description A browser request from another site (`Sec-Fetch-Site`, `Origin`): it had no effect */
+        forbidden_origin: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "forbidden_origin",
+                 *       "detail": "A browser request from another site (`Sec-Fetch-Site`, `Origin`): it had no effect",
+                 *       "status": 403,
+                 *       "title": "A browser request from another site (`Sec-Fetch-Site`, `Origin`): it had no effect",
+                 *       "type": "urn:prioq:problem:forbidden_origin"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -1480,7 +1527,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The body is not sent as `application/json` */
+        /** @description The body is not sent as `application/json` (a form's or plain text's content type is refused with or without a body) */
         unsupported_media_type: {
             headers: {
                 [name: string]: unknown;
@@ -1489,9 +1536,9 @@ export interface components {
                 /**
                  * @example {
                  *       "code": "unsupported_media_type",
-                 *       "detail": "The body is not sent as `application/json`",
+                 *       "detail": "The body is not sent as `application/json` (a form's or plain text's content type is refused with or without a body)",
                  *       "status": 415,
-                 *       "title": "The body is not sent as `application/json`",
+                 *       "title": "The body is not sent as `application/json` (a form's or plain text's content type is refused with or without a body)",
                  *       "type": "urn:prioq:problem:unsupported_media_type"
                  *     }
                  */
@@ -1698,6 +1745,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
@@ -1732,6 +1780,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
@@ -1792,6 +1841,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["conflict"];
             503: components["responses"]["backend_unavailable"];
@@ -1827,12 +1877,14 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["conflict"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     groups: {
@@ -1904,10 +1956,12 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     enqueue_batch: {
@@ -1937,10 +1991,12 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     job: {
@@ -2001,6 +2057,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["conflict"];
             503: components["responses"]["backend_unavailable"];
@@ -2033,6 +2090,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["lease_lost"];
             413: components["responses"]["payload_too_large"];
@@ -2070,6 +2128,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["lease_lost"];
             413: components["responses"]["payload_too_large"];
@@ -2107,6 +2166,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["lease_lost"];
             413: components["responses"]["payload_too_large"];
@@ -2138,7 +2198,9 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     resume: {
@@ -2164,7 +2226,9 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     schedules: {
@@ -2260,10 +2324,12 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     delete_schedule: {
@@ -2289,6 +2355,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             503: components["responses"]["backend_unavailable"];
         };
@@ -2318,8 +2385,10 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     resume_schedule: {
@@ -2347,8 +2416,10 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
     settings: {
@@ -2404,11 +2475,13 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             409: components["responses"]["conflict"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
             503: components["responses"]["backend_unavailable"];
+            507: components["responses"]["backend_full"];
         };
     };
 }

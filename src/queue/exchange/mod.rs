@@ -13,11 +13,11 @@ use std::sync::Arc;
 use redis;
 use serde_json::value::RawValue;
 
-use crate::queue::error::Result;
+use crate::queue::error::{QueueError, Result};
 use crate::queue::job::Job;
-use crate::queue::store::Redis;
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
+use crate::queue::store::{Call, Redis, Repeat};
 use lane::{Batch, Lane};
 use wire::malformed;
 pub(crate) use wire::{CLAIM_PROMOTE_BATCH, known_job, push_jobs};
@@ -157,16 +157,57 @@ impl Batch for ExchangeBatch {
     }
 
     async fn call(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
+        match self.send(entries).await {
+            // Out of memory, Redis refused the whole call for its enqueues:
+            // the acks and claims go again without them (they run then),
+            // and the enqueues are refused.
+            Err(QueueError::Full(error)) if entries.iter().any(|e| !e.enqueues()) => {
+                let others: Vec<Exchange> = entries.iter().filter_map(Exchange::draining).collect();
+                let mut answered = self.send(&others).await?.into_iter();
+                Ok(entries
+                    .iter()
+                    .map(|entry| match entry.enqueues() {
+                        true => Err(QueueError::Full(anyhow::anyhow!("{error:#}"))),
+                        false => answered.next().unwrap_or_else(|| Err(malformed())),
+                    })
+                    .collect())
+            }
+            other => other,
+        }
+    }
+}
+
+impl Exchange {
+    fn enqueues(&self) -> bool {
+        matches!(self, Self::Enqueue(_))
+    }
+
+    /// The same request, unless it enqueues (its claim and acks are shared).
+    fn draining(&self) -> Option<Self> {
+        match self {
+            Self::Enqueue(_) => None,
+            Self::Claim(claim) => Some(Self::Claim(Arc::clone(claim))),
+            Self::Ack(acks) => Some(Self::Ack(Arc::clone(acks))),
+        }
+    }
+}
+
+impl ExchangeBatch {
+    /// One call of the function carrying `entries`.
+    async fn send(&self, entries: &[Exchange]) -> Result<Vec<Result<Exchanged>>> {
         let route = Route {
             shards: self.shards,
             arrival: self.take_arrivals(entries).await?,
         };
         let cmd = exchange_command(&self.keys, self.floor_ppm, route, entries);
-        exchange_answers(entries, self.redis.query(&cmd).await?)
+        // Enqueues of ids fixed before sending add nothing the second time.
+        let repeat = match entries.iter().all(Exchange::enqueues) {
+            true => Repeat::Safe,
+            false => Repeat::Once,
+        };
+        exchange_answers(entries, self.redis.query(&Call { cmd, repeat }).await?)
     }
-}
 
-impl ExchangeBatch {
     /// In a sharded queue, reserves arrival numbers for the jobs `entries`
     /// enqueue from the home's counter: answers the first.
     async fn take_arrivals(&self, entries: &[Exchange]) -> Result<Option<u64>> {
@@ -190,7 +231,7 @@ impl ExchangeBatch {
 /// Reserves `count` arrival numbers from a sharded queue's counter in its
 /// home's `meta`: answers the first.
 pub(crate) async fn reserve_arrivals(redis: &Redis, meta: &str, count: usize) -> Result<u64> {
-    let mut cmd = redis::cmd("HINCRBY");
+    let mut cmd = Call::safe(redis::cmd("HINCRBY"));
     cmd.arg(meta).arg("arrivals").arg(count);
     let last: u64 = redis.query(&cmd).await?;
     Ok(last - count as u64 + 1)

@@ -102,7 +102,12 @@ pub fn exchange_command(
             Exchange::Claim(claim) => claims.push(claim),
         }
     }
-    let mut cmd = LIBRARY.call(Function::Exchange, keys);
+    // A call that enqueues nothing can run while Redis is out of memory.
+    let function = match enqueues.is_empty() {
+        true => Function::Drain,
+        false => Function::Exchange,
+    };
+    let mut cmd = LIBRARY.call(function, keys).cmd;
     cmd.arg(CLAIM_PROMOTE_BATCH)
         .arg(floor_ppm)
         .arg(new_id())

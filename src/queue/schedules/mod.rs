@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::queue::exchange::{OutgoingJob, known_job, push_jobs};
+use crate::queue::store::Call;
 use crate::queue::store::keys::Key;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::body;
@@ -299,7 +300,7 @@ impl Broker {
                 Ok(shards)
             })
             .await?;
-        let mut cmd = redis::cmd("HDEL");
+        let mut cmd = Call::safe(redis::cmd("HDEL"));
         cmd.arg(shards.home().keys.key(Key::ScheduleOwed))
             .arg(&debt.job_id);
         self.call::<()>(&cmd).await

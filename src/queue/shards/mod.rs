@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::{self, Cmd, FromRedisValue};
+use redis::{self, FromRedisValue};
 use tokio::time::Instant;
 
 mod claims;
@@ -24,7 +24,7 @@ use super::exchange::lane::{Lane, LaneMetrics};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, HeadsBatch};
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::record;
-use super::store::{Redis, bounded_by};
+use super::store::{Call, Redis, bounded_by};
 use crate::telemetry;
 
 /// Queues whose shards this instance keeps before it drops the idle ones.
@@ -253,7 +253,7 @@ impl Shards {
     /// change from k is under way.
     pub(crate) async fn home_count(&self, queue: &str) -> Result<i64> {
         let keys = QueueKeys::new(&self.key_prefix, queue);
-        let mut cmd = redis::cmd("HGET");
+        let mut cmd = Call::safe(redis::cmd("HGET"));
         cmd.arg(keys.key(Key::Meta)).arg("shards");
         Ok(self.call::<Option<i64>>(&cmd).await?.unwrap_or(1))
     }
@@ -284,7 +284,7 @@ impl Shards {
         operation(shards).await
     }
 
-    async fn call<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+    async fn call<T: FromRedisValue>(&self, cmd: &Call) -> Result<T> {
         bounded_by(self.timeout, self.redis.query(cmd)).await
     }
 }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{self, Cmd, Pipeline, RedisFuture, Value};
+use redis::{self, Cmd, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 /// How to reach Redis and how many connections to keep.
@@ -50,9 +50,14 @@ impl RedisPool {
     /// Sets the connections up; none is made until it is needed.
     pub fn new(settings: &RedisSettings) -> anyhow::Result<Self> {
         if settings.cluster {
+            // No call is sent twice by the cluster client on its own: one
+            // that leases jobs must not be. prioq decides what to send
+            // again (see `Redis::query`), redirects included.
             let client = ClusterClient::builder(settings.urls.clone())
                 .connection_timeout(settings.timeout)
                 .response_timeout(settings.timeout)
+                .retries(0)
+                .use_protocol(ProtocolVersion::RESP3)
                 .build()
                 .context("invalid Redis Cluster settings")?;
             return Ok(Self::Cluster {
@@ -63,7 +68,19 @@ impl RedisPool {
         let [url] = settings.urls.as_slice() else {
             anyhow::bail!("several Redis URLs need cluster mode (--redis-cluster)");
         };
-        let client = redis::Client::open(url.as_str()).context("invalid Redis URL")?;
+        // RESP3: a connection that breaks while idle (Redis restarted) is
+        // noticed when it breaks and replaced, not found broken by the next
+        // call.
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .context("invalid Redis URL")?;
+        let redis = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client =
+            redis::Client::open(info.set_redis_settings(redis)).context("invalid Redis URL")?;
         // One quick retry: while Redis is away, calls fail fast with 503
         // instead of waiting out a long back-off.
         let config = ConnectionManagerConfig::new()
@@ -81,7 +98,7 @@ impl RedisPool {
         })
     }
 
-    pub(crate) async fn get(&self) -> anyhow::Result<RedisConnection> {
+    pub(crate) async fn get(&self) -> redis::RedisResult<RedisConnection> {
         Ok(match self {
             Self::Standalone { connections, next } => {
                 let n = next.fetch_add(1, Ordering::Relaxed) % connections.len();

@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use redis::{self, Cmd, RedisError};
 
 use super::keys::{Key, QueueKeys};
+use super::{Call, Repeat};
 use crate::queue::settings;
 
 /// The files that define no function, loaded first: the helpers every
@@ -25,13 +26,20 @@ const PARTS: [&str; 4] = [
     include_str!("../../../lua/claim.lua"),
 ];
 
-/// Whether a function writes.
+/// Whether a function writes, and whether it may run while Redis is out
+/// of memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
     /// Flag `no-writes`: called with `FCALL_RO`, which a write pause lets
     /// through.
     Reads,
+    /// Writes that may grow memory: refused, before they run, while Redis
+    /// is out of memory.
     Writes,
+    /// Flag `allow-oom`: writes that free memory or keep it level (acks,
+    /// claims, nacks, extends, deletes), so that a queue that filled Redis
+    /// can be drained.
+    Drains,
 }
 
 /// What the loader and the callers know of one function.
@@ -46,12 +54,26 @@ struct Spec {
     /// The arguments every call starts with: 0 none, 1 the queue's wake-up
     /// channel, 2 that and the prefix of its group keys.
     leading: usize,
+    /// Whether a call may be sent twice (`exchange`'s depends on what it
+    /// carries: see `ExchangeBatch`).
+    repeat: Repeat,
+}
+
+/// A row's file: its own stem's, or the one it names with `in`.
+macro_rules! file_of {
+    ($file:literal, $stem:literal) => {
+        $file
+    };
+    ($stem:literal) => {
+        $stem
+    };
 }
 
 /// The library's functions, each one row: its `Function`, its stem and
-/// file, its keys, whether it only reads, and its leading arguments.
+/// file, its keys, whether it only reads, its leading arguments, and
+/// whether a call may be sent twice.
 macro_rules! functions {
-    ($($function:ident $stem:literal [$($key:ident),*] $access:ident $leading:literal,)*) => {
+    ($($function:ident $stem:literal $(in $file:literal)? [$($key:ident),*] $access:ident $leading:literal $repeat:ident,)*) => {
         /// A function of the library.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Function {
@@ -61,42 +83,55 @@ macro_rules! functions {
         /// By `Function as usize`.
         const FUNCTIONS: &[Spec] = &[$(Spec {
             stem: $stem,
-            file: include_str!(concat!("../../../lua/", $stem, ".lua")),
+            file: include_str!(concat!("../../../lua/", file_of!($($file,)? $stem), ".lua")),
             keys: &[$(Key::$key),*],
             access: Access::$access,
             leading: $leading,
+            repeat: Repeat::$repeat,
         },)*];
     };
 }
 
 functions! {
-    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
-    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
-    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Writes 0,
-    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2,
-    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed] Writes 2,
-    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress] Reads 0,
-    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Writes 0,
-    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress] Writes 2,
-    Requeue "requeue" [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2,
-    DeadJobs "dead_jobs" [Dead, Jobs] Reads 0,
-    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed] Reads 0,
-    Ready "ready" [] Writes 0,
-    Groups "groups" [Groups, Meta, Weights] Reads 0,
-    Settings "settings" [Meta, Weights] Reads 0,
-    Configure "configure" [Meta, Weights] Writes 1,
-    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed] Writes 2,
-    Schedules "schedules" [Schedules, ScheduleDue, ScheduleRuns] Reads 0,
-    PutSchedule "put_schedule" [Schedules, ScheduleDue, ScheduleRuns] Writes 0,
-    DeleteSchedule "delete_schedule" [Schedules, ScheduleDue, ScheduleRuns] Writes 0,
-    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid] Writes 2,
-    Reshard "reshard" [Meta, Jobs] Writes 0,
+    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Writes 2 Once,
+    Drain "drain" in "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Drains 2 Once,
+    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Drains 2 Safe,
+    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Drains 0 Safe,
+    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress] Drains 2 Once,
+    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed] Drains 2 Safe,
+    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress] Reads 0 Safe,
+    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta] Drains 0 Safe,
+    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress] Drains 2 Once,
+    Requeue "requeue" [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2 Once,
+    DeadJobs "dead_jobs" [Dead, Jobs] Reads 0 Safe,
+    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed] Reads 0 Safe,
+    Ready "ready" [] Drains 0 Safe,
+    Groups "groups" [Groups, Meta, Weights] Reads 0 Safe,
+    Settings "settings" [Meta, Weights] Reads 0 Safe,
+    Configure "configure" [Meta, Weights] Writes 1 Safe,
+    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed] Writes 2 Once,
+    Schedules "schedules" [Schedules, ScheduleDue, ScheduleRuns] Reads 0 Safe,
+    PutSchedule "put_schedule" [Schedules, ScheduleDue, ScheduleRuns] Writes 0 Safe,
+    DeleteSchedule "delete_schedule" [Schedules, ScheduleDue, ScheduleRuns] Drains 0 Once,
+    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid] Writes 2 Safe,
+    Reshard "reshard" [Meta, Jobs] Writes 0 Safe,
 }
 
 impl Function {
     fn spec(self) -> &'static Spec {
         &FUNCTIONS[self as usize]
     }
+}
+
+/// The functions' files, each once, in the table's order.
+fn files() -> Vec<String> {
+    let mut files: Vec<&str> = Vec::new();
+    for spec in FUNCTIONS {
+        if !files.contains(&spec.file) {
+            files.push(spec.file);
+        }
+    }
+    files.into_iter().map(str::to_owned).collect()
 }
 
 /// The table's keys and leading arguments, for the functions to name
@@ -131,7 +166,7 @@ pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let code = [lua_table(), settings::table::lua_table()]
         .into_iter()
         .chain(PARTS.iter().map(|part| (*part).to_owned()))
-        .chain(FUNCTIONS.iter().map(|spec| spec.file.to_owned()))
+        .chain(files())
         .collect::<String>();
     // SHA-1 of the code, as Redis names scripts; 12 hex digits tell
     // versions apart.
@@ -164,7 +199,7 @@ impl Library {
     /// keys of `queue` it takes, then the queue's wake-up channel and
     /// group key prefix when it takes them; the caller adds the rest of
     /// its arguments.
-    pub fn call(&self, function: Function, queue: &QueueKeys) -> Cmd {
+    pub fn call(&self, function: Function, queue: &QueueKeys) -> Call {
         let spec = function.spec();
         let mut cmd = redis::cmd(if spec.access == Access::Reads {
             "FCALL_RO"
@@ -181,14 +216,20 @@ impl Library {
         if spec.leading >= 2 {
             cmd.arg(queue.group_prefix());
         }
-        cmd
+        Call {
+            cmd,
+            repeat: spec.repeat,
+        }
     }
 
     /// `FCALL` of a function that takes no key.
-    pub fn call_keyless(&self, function: Function) -> Cmd {
+    pub fn call_keyless(&self, function: Function) -> Call {
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(&self.names[function as usize]).arg(0);
-        cmd
+        Call {
+            cmd,
+            repeat: function.spec().repeat,
+        }
     }
 }
 
@@ -227,12 +268,23 @@ mod tests {
     }
 
     #[test]
-    fn reading_functions_are_declared_no_writes() {
+    fn every_function_is_registered_with_the_flags_of_its_access() {
         for spec in FUNCTIONS {
-            assert_eq!(
-                spec.file.contains("flags = {'no-writes'}"),
-                spec.access == Access::Reads,
-                "{}",
+            let flags = match spec.access {
+                Access::Reads => Some("no-writes"),
+                Access::Drains => Some("allow-oom"),
+                Access::Writes => None,
+            };
+            let registration = match flags {
+                Some(flag) => format!(
+                    "function_name = '{}_' .. VERSION,\n  flags = {{'{flag}'}},",
+                    spec.stem
+                ),
+                None => format!("redis.register_function('{}_' .. VERSION,", spec.stem),
+            };
+            assert!(
+                spec.file.contains(&registration),
+                "{} is not registered as {registration}",
                 spec.stem
             );
         }
@@ -263,10 +315,16 @@ mod tests {
     #[test]
     fn every_function_names_its_keys_from_the_table() {
         for spec in FUNCTIONS.iter().filter(|spec| !spec.keys.is_empty()) {
+            // A function sharing another's file shares its keys.
+            let owner = FUNCTIONS
+                .iter()
+                .find(|other| other.file == spec.file)
+                .unwrap_or(spec);
+            assert_eq!(owner.keys, spec.keys, "{}", spec.stem);
+            let call = format!("queue_of('{}', keys, argv)", owner.stem);
             assert!(
-                spec.file
-                    .contains(&format!("queue_of('{}', keys, argv)", spec.stem)),
-                "{} does not build its keys with queue_of",
+                spec.file.contains(&call),
+                "{} does not build its keys with {call}",
                 spec.stem
             );
         }

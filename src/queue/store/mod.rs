@@ -16,6 +16,96 @@ use library::LIBRARY;
 
 use super::error::{QueueError, Result};
 
+/// Whether a call may be sent again when its connection dropped and its
+/// effect is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// Sent twice, it has the effect and the answer of once: reads, an
+    /// enqueue of ids fixed before sending, extend, settings.
+    Safe,
+    /// Sent again only when it surely did not run (the connection could not
+    /// be made, or Redis refused it before running it).
+    Once,
+}
+
+/// A command to Redis, and whether it may be sent twice.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub cmd: Cmd,
+    pub repeat: Repeat,
+}
+
+impl Call {
+    pub fn safe(cmd: Cmd) -> Self {
+        Self {
+            cmd,
+            repeat: Repeat::Safe,
+        }
+    }
+
+    pub fn once(cmd: Cmd) -> Self {
+        Self {
+            cmd,
+            repeat: Repeat::Once,
+        }
+    }
+}
+
+impl std::ops::Deref for Call {
+    type Target = Cmd;
+
+    fn deref(&self) -> &Cmd {
+        &self.cmd
+    }
+}
+
+impl std::ops::DerefMut for Call {
+    fn deref_mut(&mut self) -> &mut Cmd {
+        &mut self.cmd
+    }
+}
+
+/// How many times a call Redis surely did not run is sent again: a
+/// connection that broke while idle (its replacement is made by the next
+/// call), a cluster's redirect or a primary changing.
+const UNSENT_TRIES: u32 = 3;
+/// The pause before sending again a call a cluster refused (its map of
+/// slots is being read again).
+const REDIRECT_PAUSE: Duration = Duration::from_millis(20);
+
+/// What a failed call says of its effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// It did not run: nothing was sent, or Redis refused it first.
+    NotRun { pause: bool },
+    /// The connection dropped or the answer did not come: it may have run.
+    Dropped,
+    /// Any other answer: the call's own.
+    Answered,
+}
+
+impl Failure {
+    fn of(error: &redis::RedisError) -> Self {
+        use redis::{ErrorKind, ServerErrorKind};
+        match error.kind() {
+            _ if error.is_connection_refusal() => Self::NotRun { pause: false },
+            ErrorKind::ClusterConnectionNotFound => Self::NotRun { pause: true },
+            ErrorKind::Server(
+                ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ReadOnly,
+            ) => Self::NotRun { pause: true },
+            _ if error.is_connection_dropped() || error.is_timeout() || error.is_io_error() => {
+                Self::Dropped
+            }
+            _ => Self::Answered,
+        }
+    }
+}
+
 /// The Redis connections, calling the library's functions.
 #[derive(Debug)]
 pub(crate) struct Redis {
@@ -27,28 +117,67 @@ impl Redis {
         Self { pool }
     }
 
+    /// Sends `call`. A call Redis surely did not run goes again (a few
+    /// times), and a call safe to repeat goes once more when its connection
+    /// dropped; the connections replace a broken connection by themselves.
+    pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call) -> Result<T> {
+        let (mut unsent, mut resent) = (0, false);
+        loop {
+            let error = match self.send(&call.cmd).await {
+                Ok(value) => return Ok(T::from_redis_value(resp2(value))?),
+                Err(error) => error,
+            };
+            match Failure::of(&error) {
+                Failure::NotRun { pause } if unsent < UNSENT_TRIES => {
+                    unsent += 1;
+                    if pause {
+                        tokio::time::sleep(REDIRECT_PAUSE).await;
+                    }
+                }
+                Failure::Dropped if call.repeat == Repeat::Safe && !resent => resent = true,
+                _ => return Err(error.into()),
+            }
+        }
+    }
+
     /// Sends `cmd` (an `FCALL`); when the function is missing there (a
     /// fresh Redis, a failover), loads the library and sends it once more.
-    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let mut conn = self.pool.get().await.map_err(QueueError::Unavailable)?;
-        let value = match cmd.query_async(&mut conn).await {
+    async fn send(&self, cmd: &Cmd) -> redis::RedisResult<redis::Value> {
+        let mut conn = self.pool.get().await?;
+        match cmd.query_async(&mut conn).await {
             Err(error) if library::is_function_missing(&error) => {
-                LIBRARY
-                    .load_command()
-                    .query_async::<()>(&mut conn)
-                    .await
-                    .map_err(|error| {
-                        QueueError::Unknown(
-                            anyhow::Error::new(error)
-                                .context("cannot load prioq's Redis functions"),
-                        )
-                    })?;
+                LIBRARY.load_command().query_async::<()>(&mut conn).await?;
                 tracing::info!(library = LIBRARY.name(), "loaded the Redis functions");
-                cmd.query_async(&mut conn).await?
+                cmd.query_async(&mut conn).await
             }
-            other => other?,
-        };
-        Ok(T::from_redis_value(value)?)
+            other => other,
+        }
+    }
+}
+
+/// A reply read in RESP3 as prioq reads replies, in RESP2's terms: Lua's
+/// `false` is nil again, `true` 1, maps and sets flat arrays, doubles and
+/// verbatim text plain strings. prioq speaks RESP3 for one thing: a
+/// connection that breaks while idle is noticed and replaced at once.
+fn resp2(value: redis::Value) -> redis::Value {
+    use redis::Value;
+    match value {
+        Value::Boolean(false) => Value::Nil,
+        Value::Boolean(true) => Value::Int(1),
+        Value::Array(items) | Value::Set(items) => {
+            Value::Array(items.into_iter().map(resp2).collect())
+        }
+        Value::Map(pairs) => Value::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(key, value)| [resp2(key), resp2(value)])
+                .collect(),
+        ),
+        Value::Attribute { data, .. } => resp2(*data),
+        Value::Double(n) => Value::BulkString(n.to_string().into_bytes()),
+        Value::VerbatimString { text, .. } => Value::BulkString(text.into_bytes()),
+        Value::BigNumber(digits) => Value::BulkString(digits),
+        other => other,
     }
 }
 

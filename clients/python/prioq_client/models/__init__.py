@@ -9,6 +9,7 @@ from .claim_request import ClaimRequest
 from .claim_response import ClaimResponse
 from .class_view import ClassView
 from .dead_jobs_page import DeadJobsPage
+from .effect import Effect
 from .enqueue_batch_request import EnqueueBatchRequest
 from .enqueue_request import EnqueueRequest
 from .extend_request import ExtendRequest
@@ -44,6 +45,7 @@ __all__ = (
     "ClaimResponse",
     "ClassView",
     "DeadJobsPage",
+    "Effect",
     "EnqueueBatchRequest",
     "EnqueueRequest",
     "ExtendRequest",

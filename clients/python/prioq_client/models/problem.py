@@ -6,6 +6,7 @@ from typing import Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.effect import Effect
 from ..models.problem_code import ProblemCode
 from ..types import UNSET, Unset
 
@@ -26,6 +27,7 @@ class Problem:
         status (int):
         title (str):
         type_ (str): Identifies the kind of problem; one per `code`.
+        effect (Effect | None | Unset):
         field (None | str | Unset): The request field that failed validation, for `validation_failed`.
     """
 
@@ -34,6 +36,7 @@ class Problem:
     status: int
     title: str
     type_: str
+    effect: Effect | None | Unset = UNSET
     field: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -47,6 +50,14 @@ class Problem:
         title = self.title
 
         type_ = self.type_
+
+        effect: None | str | Unset
+        if isinstance(self.effect, Unset):
+            effect = UNSET
+        elif isinstance(self.effect, Effect):
+            effect = self.effect.value
+        else:
+            effect = self.effect
 
         field: None | str | Unset
         if isinstance(self.field, Unset):
@@ -65,6 +76,8 @@ class Problem:
                 "type": type_,
             }
         )
+        if effect is not UNSET:
+            field_dict["effect"] = effect
         if field is not UNSET:
             field_dict["field"] = field
 
@@ -83,6 +96,23 @@ class Problem:
 
         type_ = d.pop("type")
 
+        def _parse_effect(data: object) -> Effect | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                effect_type_0 = Effect(data)
+
+                return effect_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Effect | None | Unset, data)
+
+        effect = _parse_effect(d.pop("effect", UNSET))
+
         def _parse_field(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -98,6 +128,7 @@ class Problem:
             status=status,
             title=title,
             type_=type_,
+            effect=effect,
             field=field,
         )
 

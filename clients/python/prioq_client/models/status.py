@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="Status")
 
@@ -19,13 +21,20 @@ class Status:
     Attributes:
         status (str): `ok`; `unavailable` when Redis does not answer; `stopping` while the
             instance shuts down.
+        warnings (list[str] | Unset): What an operator should know though the instance is ready: Redis
+            evicting keys when full.
     """
 
     status: str
+    warnings: list[str] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         status = self.status
+
+        warnings: list[str] | Unset = UNSET
+        if not isinstance(self.warnings, Unset):
+            warnings = self.warnings
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -34,6 +43,8 @@ class Status:
                 "status": status,
             }
         )
+        if warnings is not UNSET:
+            field_dict["warnings"] = warnings
 
         return field_dict
 
@@ -42,8 +53,11 @@ class Status:
         d = dict(src_dict)
         status = d.pop("status")
 
+        warnings = cast(list[str], d.pop("warnings", UNSET))
+
         status = cls(
             status=status,
+            warnings=warnings,
         )
 
         status.additional_properties = d
