@@ -6,14 +6,14 @@
 -- group is at its cap goes back to its group set. The jobs handed out are
 -- those a claim per request would have taken, one after the other.
 -- Its section of ARGV: the number of requests, then per request lease_ms,
--- max_jobs, worker ('' for none), number of acks, and an id, a lease token
--- and a result ('' for none) per ack (applied before the request's jobs
--- are handed out; see `claim_all`).
+-- max_jobs, worker ('' for none), request id ('' for none), number of
+-- acks, and an id, a lease token and a result ('' for none) per ack
+-- (applied before the request's jobs are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
--- and then id, record and lease token per job; and why fewer jobs than
--- asked were handed out: '' (none waiting, or all handed out), 'paused',
--- 'max_in_flight' or 'rate_limit', and the ms until the next rate limit
--- token (0 when not rate limited).
+-- and then id, record, lease token and lease deadline (ms) per job; and
+-- why fewer jobs than asked were handed out: '' (none waiting, or all
+-- handed out), 'paused', 'max_in_flight' or 'rate_limit', and the ms
+-- until the next rate limit token (0 when not rate limited).
 -- Errors: none; every outcome is in the reply.
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
@@ -132,29 +132,91 @@ local function take_jobs(c, wanted, handed, ppm)
 end
 
 -- Reads the section that starts at `at`: per request, where its lease_ms
--- is in ARGV and where its acks (id, token, result triples) start and
--- end. Answers those and where the next section starts.
+-- is in ARGV, its request id and worker, and where its acks (id, token,
+-- result triples) start and end. Answers those and where the next section
+-- starts.
 local function read_claims(argv, at)
   local requests, count = {}, tonumber(argv[at])
   at = at + 1
   for r = 1, count do
-    local n = tonumber(argv[at + 3])
-    requests[r] = {at = at, acks = at + 4, last_ack = at + 3 + 3 * n}
-    at = at + 4 + 3 * n
+    local n = tonumber(argv[at + 4])
+    requests[r] = {
+      at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
+      -- Filled by `claim_all`: its jobs {id, record, token, deadline}.
+      jobs = {},
+    }
+    at = at + 5 + 3 * n
   end
   return requests, at
 end
 
--- Hands out jobs to requests first..last of `requests`, at `now`; the
--- answers go at the end of `out`. `ppm` is the bulk floor in parts per
--- million of jobs handed out; a job's lease token is `token_prefix` ..
--- '-' .. n, n counting the call's leases (`c.leased`). Answers why fewer
--- jobs than asked were handed out and the wait for the next rate limit
--- token.
-local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, out)
+-- The field of `claims` that keeps the answer of a claim with a request
+-- id, by the id and the worker.
+local function claim_field(request)
+  return #request.id .. ':' .. request.id .. request.worker
+end
+
+-- What a claim with a request id answered, kept until its leases end:
+-- "<ack id>=<status>,...;<job id> <token> ..." ({acked = {id = status},
+-- jobs = {{id, token}...}}), or nil.
+local function recall(c, request)
+  local kept = redis.call('HGET', c.q.claims, claim_field(request))
+  if not kept then return nil end
+  local acks, jobs = string.match(kept, '^([^;]*);(.*)$')
+  local recalled = {acked = {}, jobs = {}}
+  for id, status in string.gmatch(acks, '([^,=]+)=([^,]+)') do
+    recalled.acked[id] = status
+  end
+  for id, token in string.gmatch(jobs, '(%S+) (%S+)') do
+    recalled.jobs[#recalled.jobs + 1] = {id, token}
+  end
+  return recalled
+end
+
+-- Keeps what `request` (with a request id) answered until `until_` (ms):
+-- its acks' statuses, with those it recalled, and its jobs.
+local function remember(c, request, argv, until_)
+  local acked = request.acked or {}
+  for n, status in ipairs(request.statuses) do
+    acked[argv[request.acks + 3 * (n - 1)]] = status
+  end
+  local acks, jobs = {}, {}
+  for id, status in pairs(acked) do
+    acks[#acks + 1] = id .. '=' .. status
+  end
+  for _, job in ipairs(request.jobs) do
+    jobs[#jobs + 1] = job[1] .. ' ' .. job[3]
+  end
+  local field = claim_field(request)
+  redis.call('HSET', c.q.claims, field, table.concat(acks, ',') .. ';' .. table.concat(jobs, ' '))
+  redis.call('ZADD', c.q.claims_until, 'GT', ms(until_), field)
+end
+
+-- The jobs a repeated claim answered the first time that are still
+-- leased under the tokens it gave: {id, record, token, deadline} each.
+local function still_leased(c, recalled)
+  local jobs = {}
+  for _, job in ipairs(recalled.jobs) do
+    local id, token = job[1], job[2]
+    local lease = redis.call('HGET', c.q.leases, id)
+    local deadline = redis.call('ZSCORE', c.q.processing, id)
+    if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
+      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline}
+    end
+  end
+  return jobs
+end
+
+-- Hands out jobs to the requests `list` (of `requests`), in turn, at
+-- `now`: each one's jobs go to its `jobs`. `ppm` is the bulk floor in
+-- parts per million of jobs handed out; a job's lease token is
+-- `token_prefix` .. '-' .. n, n counting the call's leases (`c.leased`).
+-- Answers why fewer jobs than asked were handed out and the wait for the
+-- next rate limit token.
+local function hand_out(c, argv, list, now, ppm, token_prefix)
   local q, wanted = c.q, 0
-  for r = first, last do
-    wanted = wanted + tonumber(argv[requests[r].at + 1])
+  for _, request in ipairs(list) do
+    wanted = wanted + tonumber(argv[request.at + 1])
   end
 
   -- What the queue's settings let out now.
@@ -193,11 +255,10 @@ local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, 
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
   local deadlines, leases, next = {}, {}, 1
-  for r = first, last do
-    local at = requests[r].at
-    local deadline, worker = ms(now + tonumber(argv[at])), argv[at + 2]
+  for _, request in ipairs(list) do
+    local at = request.at
+    local deadline, worker = ms(now + tonumber(argv[at])), request.worker
     local count = math.min(tonumber(argv[at + 1]), #taken - next + 1)
-    out[#out + 1] = count
     for n = next, next + count - 1 do
       c.leased = c.leased + 1
       local id, token = taken[n], token_prefix .. '-' .. c.leased
@@ -206,9 +267,7 @@ local function hand_out(c, argv, requests, first, last, now, ppm, token_prefix, 
       deadlines[#deadlines + 1] = id
       leases[#leases + 1] = id
       leases[#leases + 1] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
-      out[#out + 1] = id
-      out[#out + 1] = records[n]
-      out[#out + 1] = token
+      request.jobs[#request.jobs + 1] = {id, records[n], token, deadline}
     end
     next = next + count
   end
@@ -225,35 +284,79 @@ end
 -- one step: where an ack can change what a claim may take (a group cap,
 -- max_in_flight), each request's acks come right before its own claim;
 -- elsewhere every request's acks go first and the jobs are handed out
--- together, which no claim can tell apart.
+-- together, which no claim can tell apart. A claim with a request id
+-- that was answered before (its answer is kept until its leases end)
+-- applies no ack it applied before (it answers the status it had), and
+-- when it was answered jobs, answers those still leased under its tokens
+-- and leases nothing new: a claim whose answer was lost is repeated
+-- safely.
 local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, out)
   c.leased = 0
-  local acked_with = false
+  local serve, acking = {}, false
   for _, request in ipairs(requests) do
-    if request.last_ack >= request.acks then acked_with = true end
-  end
-  local function ack(list, first, last)
-    for _, status in ipairs(ack_all(c, list, first, last, now)) do
-      statuses[#statuses + 1] = status
+    local recalled = request.id ~= '' and recall(c, request)
+    -- Per ack: its status recalled, or false to apply it.
+    request.known = {}
+    for i = request.acks, request.last_ack, 3 do
+      local status = recalled and recalled.acked[argv[i]] or false
+      request.known[#request.known + 1] = status
+      if not status then acking, request.applying = true, true end
+    end
+    if recalled then
+      request.acked = recalled.acked
+      if #recalled.jobs > 0 then request.jobs = still_leased(c, recalled) end
+    end
+    if not (recalled and #recalled.jobs > 0) then
+      request.served = true
+      serve[#serve + 1] = request
     end
   end
-  if not (acked_with and (c.settings.group_max_in_flight or c.settings.max_in_flight)) then
-    if acked_with then
-      local acks = {}
-      for _, request in ipairs(requests) do
-        for i = request.acks, request.last_ack do
-          acks[#acks + 1] = argv[i]
+  -- Applies the acks of `list` not recalled, in one go.
+  local function ack(list)
+    local acks, places = {}, {}
+    for _, request in ipairs(list) do
+      for n, status in ipairs(request.known) do
+        if not status then
+          local at = request.acks + 3 * (n - 1)
+          acks[#acks + 1], acks[#acks + 2], acks[#acks + 3] = argv[at], argv[at + 1], argv[at + 2]
+          places[#places + 1] = {request, n}
         end
       end
-      ack(acks, 1, #acks)
     end
-    return hand_out(c, argv, requests, 1, #requests, now, ppm, token_prefix, out)
+    for i, status in ipairs(ack_all(c, acks, 1, #acks, now)) do
+      places[i][1].known[places[i][2]] = status
+    end
   end
   local limited, wait_ms = '', 0
-  for r, request in ipairs(requests) do
-    ack(argv, request.acks, request.last_ack)
-    local why, wait = hand_out(c, argv, requests, r, r, now, ppm, token_prefix, out)
-    if why ~= '' then limited, wait_ms = why, wait end
+  if not (acking and (c.settings.group_max_in_flight or c.settings.max_in_flight)) then
+    if acking then ack(requests) end
+    if #serve > 0 then limited, wait_ms = hand_out(c, argv, serve, now, ppm, token_prefix) end
+  else
+    for _, request in ipairs(requests) do
+      ack({request})
+      if request.served then
+        local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix)
+        if why ~= '' then limited, wait_ms = why, wait end
+      end
+    end
+  end
+  -- The answers in request order, and what a request id keeps of them.
+  for _, request in ipairs(requests) do
+    request.statuses = request.known
+    for _, status in ipairs(request.statuses) do
+      statuses[#statuses + 1] = status
+    end
+    out[#out + 1] = #request.jobs
+    for _, job in ipairs(request.jobs) do
+      out[#out + 1] = job[1]
+      out[#out + 1] = job[2]
+      out[#out + 1] = job[3]
+      out[#out + 1] = job[4]
+    end
+    -- Kept: what applied acks or leased jobs.
+    if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then
+      remember(c, request, argv, now + tonumber(argv[request.at]))
+    end
   end
   return limited, wait_ms
 end

@@ -9,8 +9,9 @@
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created, else the view of the job already known
 -- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
--- has used up its tags while jobs wait in it: the request wrote nothing
--- and has no jobs.
+-- has used up its tags while jobs wait in it, 'UNREGISTERED' and
+-- 'DELETING' that the queue may not be written to now (see
+-- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
 local PER_JOB = 8
 
@@ -96,6 +97,13 @@ end
 local function enqueue_all(c, argv, enqueues, now, out)
   local q, requests = c.q, enqueues.requests
   if #requests == 0 then return end
+  local problem = registered(q, c)
+  if problem then
+    for _ in ipairs(requests) do
+      out[#out + 1] = problem
+    end
+    return
+  end
   local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
   local w = {created = {}, records = {}, adds = {}, scheduled = {}}
   local exhausted = {}

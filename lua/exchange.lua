@@ -7,7 +7,7 @@
 -- enqueue and claim parts). Due scheduled jobs are promoted first when the
 -- call claims.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress
+--   groups, completed, results, progress, claims, claims:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
 --   million of jobs handed out, ARGV[5] lease token prefix, ARGV[6] the

@@ -43,6 +43,8 @@ redis.register_function('fire_' .. VERSION, function(keys, argv)
   local enqueues = read_enqueues(argv, 9)
   local c = context(q, enqueues.fields)
   check_shards(c, argv[7])
+  local problem = registered(q, c)
+  if problem then return {problem} end
   local now = now_ms()
   if tonumber(argv[7]) > 1 then
     redis.call('HSET', q.owed, enqueues.ids[1], ms(now) .. ':' .. argv[8])

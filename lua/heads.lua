@@ -11,15 +11,18 @@
 -- whose next score is the lowest: so a claim of N jobs takes what N
 -- claims of one would.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress
+--   groups, completed, results, progress, claims, claims:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] how many claims of one,
 --   ARGV[5] bulk floor in parts per million of jobs handed out, ARGV[6]
---   the number of shards the caller routed for
--- Returns: {capped, score, ...}: capped is 1 when a group cap or
---   max_in_flight is set (an ack could change what the shard offers),
---   else 0; then the score first in line for each claim of one, fewer
---   when the shard would run out or be held back
+--   the number of shards the caller routed for, then the fields of
+--   `claims` of the claims with a request id to look up (see
+--   `claim_field`)
+-- Returns: {capped, answered..., score, ...}: capped is 1 when a group cap
+--   or max_in_flight is set (an ack could change what the shard offers),
+--   else 0; answered, per request id looked up, 1 when this shard answered
+--   that claim jobs before; then the score first in line for each claim of
+--   one, fewer when the shard would run out or be held back
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 
 -- A shard's pending jobs as the claims of one would see them: the first
@@ -155,6 +158,12 @@ redis.register_function{
     settle(c)
 
     local out = {(c.settings.group_max_in_flight or c.settings.max_in_flight) and 1 or 0}
+    -- Which claims with a request id were answered jobs here before.
+    for i = 7, #argv do
+      local kept = redis.call('HGET', q.claims, argv[i])
+      out[#out + 1] = (kept and string.match(kept, ';%S')) and 1 or 0
+    end
+    local flags = #out
     if c.settings.paused then return out end
     local limit = tonumber(argv[4])
     if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))) end
@@ -177,7 +186,7 @@ redis.register_function{
       local group = entry[3]
       return group and held_back(c, group, taken[group])
     end
-    while #out <= limit do
+    while #out < limit + flags do
       local head = first(l)
       -- A head whose group is held back (at its cap) is withheld.
       while head and held(head) do
@@ -187,7 +196,7 @@ redis.register_function{
       if not head then break end
       out[#out + 1] = string.format('%.17g', head[2])
       local job = head
-      if ppm > 0 and floor_turn(handed + #out - 1, ppm) then
+      if ppm > 0 and floor_turn(handed + #out - flags, ppm) then
         job = first_of_least_urgent(l)
         while job and held(job) do
           remove(l, job)

@@ -56,6 +56,10 @@
 --                     g:<group>: the named group's rate limit bucket,
 --                       "<tokens>:<at ms>"
 --                     throttled: the groups in `!throttled`
+--                     registered: 1 once the queue is on the list of
+--                       queues, in every shard (a token while it is being
+--                       put there, see `listing`); deleting: 1 while the
+--                       queue is being deleted (see `drop`)
 --                     shards: the number of shards the queue is split over
 --                       (absent: 1), in every shard; -k while a change
 --                       from k is under way (see `reshard`)
@@ -286,7 +290,7 @@ end
 -- The fields of `meta` a call reads besides the settings: the largest
 -- weight, the bulk floor's count, the named groups' jobs in flight, the
 -- entries of `progress`, until when a wait may run.
-local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w', 'throttled'}
+local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w', 'throttled', 'registered', 'deleting'}
 
 -- What one call knows of the queue's `meta` hash: the fields it read,
 -- those it changed (false deletes one), written back once by `settle`;
@@ -340,6 +344,20 @@ local function context(q, more)
     ended = nil,
     ended_at = nil,
   }
+end
+
+-- Why the queue may not be written to now: 'UNREGISTERED' until prioq has
+-- put it on the list of queues (the sweepers sweep only the queues listed
+-- there; prioq does it and calls again), 'DELETING' while it is being
+-- deleted; nil when it may.
+local function registered(q, c)
+  local meta = c and c.meta or {}
+  local on, deleting = meta.registered, meta.deleting
+  if not c then on, deleting = unpack(redis.call('HMGET', q.meta, 'registered', 'deleting')) end
+  if deleting then return 'DELETING' end
+  -- A mark other than 1 is a registration under way, or cut short.
+  if on ~= '1' then return 'UNREGISTERED' end
+  return nil
 end
 
 -- Refuses a call routed for a queue split over `expected` shards when the
@@ -948,22 +966,38 @@ local function bytes_before(a, b)
   return #a < #b
 end
 
--- One page of sorted set `key`, highest score first (ties by member,
--- descending, as Redis orders them), after the member `after_member` of
--- score `after_score` (nil for the first page): up to `limit` {member,
--- score} pairs.
-local function page_down(key, limit, after_score, after_member)
-  local out, offset = {}, 0
-  local top = after_score and string.format('%.17g', after_score) or '+inf'
-  while #out < limit do
-    local chunk = redis.call('ZRANGE', key, top, '-inf', 'BYSCORE', 'REV', 'LIMIT', offset, limit, 'WITHSCORES')
-    if #chunk == 0 then break end
-    for i = 1, #chunk, 2 do
-      local member, member_score = chunk[i], chunk[i + 1]
-      local seen = after_score and tonumber(member_score) == after_score and not bytes_before(member, after_member)
-      if not seen and #out < limit then out[#out + 1] = {member, member_score} end
+-- The rank, highest score first (ties by member, descending, as Redis
+-- orders them), of the first member of sorted set `key` after the member
+-- `after_member` of score `after_score`: the member's own rank + 1 while it
+-- is there with that score; else found among the members of that score by
+-- halving (each step one O(log N) read). So a page costs O(log N) to find,
+-- whatever the cursor, a forged one included.
+local function rank_after(key, after_score, after_member)
+  local rank = redis.call('ZREVRANK', key, after_member)
+  if rank and tonumber(redis.call('ZSCORE', key, after_member)) == after_score then return rank + 1 end
+  local score = string.format('%.17g', after_score)
+  local lo = redis.call('ZCOUNT', key, '(' .. score, '+inf')
+  local hi = lo + redis.call('ZCOUNT', key, score, score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytes_before(redis.call('ZRANGE', key, mid, mid, 'REV')[1], after_member) then
+      hi = mid
+    else
+      lo = mid + 1
     end
-    offset = offset + #chunk / 2
+  end
+  return lo
+end
+
+-- One page of sorted set `key`, highest score first (ties by member,
+-- descending), after the member `after_member` of score `after_score` (nil
+-- for the first page): up to `limit` {member, score} pairs.
+local function page_down(key, limit, after_score, after_member)
+  local start = after_score and rank_after(key, after_score, after_member) or 0
+  local chunk = redis.call('ZRANGE', key, start, start + limit - 1, 'REV', 'WITHSCORES')
+  local out = {}
+  for i = 1, #chunk, 2 do
+    out[#out + 1] = {chunk[i], chunk[i + 1]}
   end
   return out
 end

@@ -1,8 +1,14 @@
--- schedules: reads a queue's schedules, or one of them.
+-- schedules: reads one of a queue's schedules, or a page of them by name.
+-- A page costs O(S log S) for the queue's S schedules, which are few (at
+-- most PRIOQ_MAX_SCHEDULES).
 -- KEYS: schedules, schedules:due, schedules:runs
--- ARGV[1] a schedule's name, or '' for all of them
+-- ARGV[1] a schedule's name, or '' for a page; for a page, ARGV[2] the
+--   page size and ARGV[3] the name the page starts after ('' for the
+--   first page)
 -- Returns: {now, {per schedule its name, definition, next fire time
---   (false while paused) and last fire time (false before the first)}}
+--   (false while paused) and last fire time (false before the first)}},
+--   with up to page size + 1 schedules; the extra one only tells that
+--   another page exists.
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'schedules_' .. VERSION,
@@ -21,9 +27,15 @@ redis.register_function{
       if definition then add(argv[1], definition) end
       return {now_ms(), out}
     end
-    local all = redis.call('HGETALL', q.schedules)
-    for i = 1, #all, 2 do
-      add(all[i], all[i + 1])
+    local names = redis.call('HKEYS', q.schedules)
+    table.sort(names, bytes_before)
+    local size, after, listed = tonumber(argv[2]), argv[3], 0
+    for _, name in ipairs(names) do
+      if listed > size then break end
+      if after == '' or bytes_before(after, name) then
+        add(name, redis.call('HGET', q.schedules, name))
+        listed = listed + 1
+      end
     end
     return {now_ms(), out}
   end,

@@ -9,11 +9,12 @@
 -- the heads it lacks (after the cap was raised); and lists up to `batch`
 -- schedules that are due, for the caller to fire (see `fire`), and the
 -- fires of a sharded queue owed for longer than ARGV[6] ms, for the
--- caller to pay (see `pay`). Safe to run from every instance at once: a
--- lease is taken back exactly once.
+-- caller to pay (see `pay`); and forgets up to `batch` answers of claims
+-- with a request id whose leases have ended. Safe to run from every
+-- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
---   schedules:owed
+--   schedules:owed, claims, claims:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -44,6 +45,12 @@ redis.register_function{
       redis.call('HDEL', q.results, unpack(purged))
       redis.call('HDEL', q.leases, unpack(purged))
       redis.call('HDEL', q.jobs, unpack(purged))
+    end
+
+    local answered = redis.call('ZRANGE', q.claims_until, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+    if #answered > 0 then
+      redis.call('ZREM', q.claims_until, unpack(answered))
+      redis.call('HDEL', q.claims, unpack(answered))
     end
 
     local tags = redis.call('HSCAN', q.meta, argv[4], 'MATCH', 't:*', 'COUNT', batch)

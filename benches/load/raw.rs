@@ -88,6 +88,7 @@ impl Calls {
             lease_ms: LEASE_MS,
             max_jobs: max_jobs as u32,
             worker: String::new(),
+            request_id: None,
             acks,
         };
         self.push(keys, vec![Exchange::Claim(Arc::new(claim))]);

@@ -59,6 +59,14 @@ pub struct ClaimRequest {
     #[serde(default, deserialize_with = "optional_objects")]
     #[schema(max_items = 1000)]
     ack: Option<Vec<AckEntry>>,
+    /// Makes the claim safe to retry: a claim repeated with the same
+    /// `request_id` and `worker` while the first answer's leases run
+    /// answers the same jobs with the same lease tokens (those still
+    /// leased under them), leases nothing new, and applies its `ack`
+    /// entries at most once. Send a fresh one per claim, and the same one
+    /// when retrying a claim whose answer was lost.
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+    request_id: Option<String>,
 }
 
 /// The leased jobs, and the outcome of each ack the claim brought.
@@ -121,12 +129,21 @@ pub async fn claim(
         Some(entries) => (check_ack_entries("ack", entries)?, true),
         None => (Vec::new(), false),
     };
+    if let Some(id) = &request.request_id
+        && !is_job_id(id)
+    {
+        return Err(ApiError::validation(
+            "request_id",
+            "a request id is 1 to 128 of A-Z a-z 0-9 _ . : -",
+        ));
+    }
     let ids: Vec<String> = acks.iter().map(|ack| ack.id.clone()).collect();
     let wait = Duration::from_millis(request.wait_ms);
     let options = ClaimOptions {
         worker: request.worker.filter(|w| !w.is_empty()),
         lease_ms,
         max_jobs,
+        request_id: request.request_id,
         wait,
         acks,
     };

@@ -153,6 +153,19 @@ impl From<QueueError> for ApiError {
                 source,
             },
             QueueError::Full(source) => Self::BackendFull { source },
+            QueueError::Deleting => Self::BackendUnavailable {
+                detail: "the queue is being deleted; the request had no effect",
+                effect: Effect::None,
+                source: anyhow::anyhow!("the queue is being deleted"),
+            },
+            QueueError::Unregistered => Self::BackendUnavailable {
+                detail: "the queue could not be put on the list of queues; the request had no effect",
+                effect: Effect::None,
+                source: anyhow::anyhow!("the queue is not on the list of queues"),
+            },
+            QueueError::HoldsJobs => {
+                Self::Conflict("the queue holds jobs: `?purge=true` deletes them with it".into())
+            }
             QueueError::LimitReached(limit) => Self::LimitReached(limit),
         }
     }

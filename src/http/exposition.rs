@@ -3,7 +3,7 @@
 //! request middleware records into.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::queue::{GroupStats, QueueStats};
@@ -80,7 +80,10 @@ pub struct QueueFigures {
     pub groups: Vec<GroupStats>,
 }
 
-/// The exposition text: the recorded metrics, then the queue gauges.
+/// The exposition text: the recorded metrics of the queues in `figures`
+/// (those that exist) and of the instance, then the queue gauges. The
+/// series of a queue that does not exist (deleted, or only ever asked
+/// for) are left out, so their number is bounded by the queues that exist.
 pub fn render_metrics(figures: &[QueueFigures]) -> String {
     let queues: Vec<(&String, &QueueStats)> =
         figures.iter().map(|f| (&f.queue, &f.stats)).collect();
@@ -91,7 +94,18 @@ pub fn render_metrics(figures: &[QueueFigures]) -> String {
     }
     metrics::gauge!(LONG_POLLS_WAITING).increment(0.0);
     metrics::gauge!(JOB_WAITS).increment(0.0);
-    let mut out = metrics_handle().render();
+    let existing: HashSet<&str> = figures.iter().map(|f| f.queue.as_str()).collect();
+    let mut out = String::new();
+    for line in metrics_handle().render().lines() {
+        let queue = line
+            .split_once("queue=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(queue, _)| queue);
+        if queue.is_none_or(|queue| existing.contains(queue)) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
     let classes = || {
         queues
             .iter()

@@ -16,7 +16,7 @@ use crate::queue::QueueStats;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(queues))
-        .routes(routes!(queue))
+        .routes(routes!(queue, delete_queue))
         .routes(routes!(groups))
 }
 
@@ -107,7 +107,48 @@ pub async fn queue(
     Ok(axum::Json(QueueView::new(queue.to_owned(), stats)))
 }
 
-/// Every queue that has ever had a job, by name.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteQuery {
+    /// Delete the queue's jobs too, in any state; without it a queue that
+    /// holds jobs answers 409.
+    purge: Option<bool>,
+}
+
+/// Delete a queue.
+///
+/// Removes its settings, schedules and every key, takes it off the list of
+/// queues and drops its metric series. A queue holding jobs in any state
+/// answers 409 `conflict`, unless `?purge=true`, which deletes them too.
+/// Enqueues and schedule writes meanwhile answer 503 (no effect); after it,
+/// a write makes the queue anew.
+#[utoipa::path(
+    delete, path = "/v1/queues/{queue}", tag = "queues",
+    params(QueuePath, DeleteQuery),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such queue", body = crate::http::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The queue holds jobs and `purge` was not asked", body = crate::http::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete_queue(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    ApiQuery(query): ApiQuery<DeleteQuery>,
+) -> Result<axum::http::StatusCode> {
+    let queue = path.queue.as_str();
+    match state
+        .broker
+        .delete_queue(queue, query.purge.unwrap_or(false))
+        .await
+    {
+        Ok(()) => Ok(axum::http::StatusCode::NO_CONTENT),
+        Err(crate::queue::QueueError::NotFound) => Err(ApiError::NotFound("no such queue".into())),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Every queue on the list of queues, by name.
 #[utoipa::path(
     get, path = "/v1/queues", tag = "queues",
     responses(

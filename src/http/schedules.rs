@@ -6,15 +6,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, JsonBody};
+use super::extract::{ApiPath, ApiQuery, JsonBody};
 use super::jobs::{default_priority, empty_args, scheduled_job, timestamp};
-use super::params::{QueuePath, SchedulePath};
+use super::params::{QueuePath, ScheduleName, SchedulePath};
 use crate::queue::{Cron, CronError, QueueError, Schedule, ScheduleSpec};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -167,11 +167,23 @@ impl ScheduleView {
     }
 }
 
-/// A queue's schedules.
+/// A page of a queue's schedules.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ScheduleList {
     /// By name.
     schedules: Vec<ScheduleView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SchedulesQuery {
+    /// Page size, 1 to 1000; default 100.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
 }
 
 /// `NotFound` names the schedule, not a job.
@@ -183,22 +195,42 @@ fn schedule_error(error: QueueError) -> ApiError {
 }
 
 /// List a queue's schedules.
+///
+/// By name, a page at a time.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
-    params(QueuePath),
-    responses((status = 200, description = "The schedules, by name", body = ScheduleList))
+    params(QueuePath, SchedulesQuery),
+    responses((status = 200, description = "A page of the schedules, by name", body = ScheduleList))
 )]
 pub async fn schedules(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
+    ApiQuery(query): ApiQuery<SchedulesQuery>,
 ) -> Result<axum::Json<ScheduleList>> {
     let queue = path.queue.as_str();
-    let schedules = state.broker.schedules(queue).await?;
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
+    }
+    // A cursor is the name the previous page ended with.
+    let after = query
+        .cursor
+        .map(|cursor| {
+            ScheduleName::try_from(cursor).map_err(|_| {
+                ApiError::InvalidRequest("`cursor` is not a cursor this API gave".into())
+            })
+        })
+        .transpose()?;
+    let (schedules, next_cursor) = state
+        .broker
+        .schedules(queue, limit, after.as_ref().map(ScheduleName::as_str))
+        .await?;
     Ok(axum::Json(ScheduleList {
         schedules: schedules
             .into_iter()
             .map(|s| ScheduleView::new(queue, s))
             .collect(),
+        next_cursor,
     }))
 }
 

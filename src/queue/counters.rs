@@ -1,38 +1,74 @@
-//! The counters of this instance per queue, shown on `/metrics`.
+//! The metrics of this instance per queue, shown on `/metrics`. Each is
+//! made the first time it is used, so a queue that is only read (or that
+//! does not exist) creates no series.
 
-use metrics::Counter;
+use std::sync::OnceLock;
 
-use super::exchange::{AckOutcome, Claimed};
+use metrics::{Counter, Gauge};
+
 use crate::telemetry;
+
+/// One metric of one queue, made when first used.
+#[derive(Debug)]
+pub(crate) struct QueueMetric<M> {
+    name: &'static str,
+    queue: String,
+    made: OnceLock<M>,
+}
+
+impl<M> QueueMetric<M> {
+    pub(crate) fn new(name: &'static str, queue: &str) -> Self {
+        Self {
+            name,
+            queue: queue.to_owned(),
+            made: OnceLock::new(),
+        }
+    }
+}
+
+impl QueueMetric<Counter> {
+    pub(crate) fn increment(&self, n: u64) {
+        self.made
+            .get_or_init(|| metrics::counter!(self.name, "queue" => self.queue.clone()))
+            .increment(n);
+    }
+}
+
+impl QueueMetric<Gauge> {
+    fn gauge(&self) -> &Gauge {
+        self.made
+            .get_or_init(|| metrics::gauge!(self.name, "queue" => self.queue.clone()))
+    }
+
+    pub(crate) fn increment(&self, n: f64) {
+        self.gauge().increment(n);
+    }
+
+    pub(crate) fn decrement(&self, n: f64) {
+        self.gauge().decrement(n);
+    }
+}
 
 /// Per-queue counters of this instance.
 #[derive(Debug)]
 pub(crate) struct QueueCounters {
-    pub(crate) enqueued: Counter,
-    pub(crate) claimed: Counter,
-    pub(crate) acked: Counter,
-    pub(crate) nacked: Counter,
-    pub(crate) leases_expired: Counter,
-    pub(crate) dead_lettered: Counter,
+    pub(crate) enqueued: QueueMetric<Counter>,
+    pub(crate) claimed: QueueMetric<Counter>,
+    pub(crate) acked: QueueMetric<Counter>,
+    pub(crate) nacked: QueueMetric<Counter>,
+    pub(crate) leases_expired: QueueMetric<Counter>,
+    pub(crate) dead_lettered: QueueMetric<Counter>,
 }
 
 impl QueueCounters {
     pub(crate) fn new(queue: &str) -> Self {
-        let counter = |name: &'static str| metrics::counter!(name, "queue" => queue.to_owned());
         Self {
-            enqueued: counter(telemetry::JOBS_ENQUEUED),
-            claimed: counter(telemetry::JOBS_CLAIMED),
-            acked: counter(telemetry::JOBS_ACKED),
-            nacked: counter(telemetry::JOBS_NACKED),
-            leases_expired: counter(telemetry::LEASES_EXPIRED),
-            dead_lettered: counter(telemetry::JOBS_DEAD_LETTERED),
+            enqueued: QueueMetric::new(telemetry::JOBS_ENQUEUED, queue),
+            claimed: QueueMetric::new(telemetry::JOBS_CLAIMED, queue),
+            acked: QueueMetric::new(telemetry::JOBS_ACKED, queue),
+            nacked: QueueMetric::new(telemetry::JOBS_NACKED, queue),
+            leases_expired: QueueMetric::new(telemetry::LEASES_EXPIRED, queue),
+            dead_lettered: QueueMetric::new(telemetry::JOBS_DEAD_LETTERED, queue),
         }
-    }
-
-    /// Counts what a claim did: the jobs it leased and the acks it applied.
-    pub(crate) fn count_claim(&self, claimed: &Claimed) {
-        self.claimed.increment(claimed.jobs.len() as u64);
-        let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
-        self.acked.increment(acked.count() as u64);
     }
 }

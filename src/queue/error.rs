@@ -27,6 +27,17 @@ pub enum QueueError {
     /// the field to fix.
     #[error("invalid setting `{0}`")]
     Invalid(String),
+    /// The queue is not on the list of queues yet (a new queue, or one
+    /// deleted meanwhile): nothing was written; prioq lists it and calls
+    /// again.
+    #[error("the queue is not on the list of queues")]
+    Unregistered,
+    /// The queue is being deleted: nothing was written.
+    #[error("the queue is being deleted")]
+    Deleting,
+    /// The queue holds jobs, so it cannot be deleted without a purge.
+    #[error("the queue holds jobs")]
+    HoldsJobs,
     /// The queue's number of shards is not the one the call was routed
     /// for (it changed, or is changing): nothing was written.
     #[error("the queue's shards changed")]
@@ -49,6 +60,12 @@ pub enum QueueError {
 }
 
 impl QueueError {
+    /// Whether the failed call may have taken effect (Redis failed or did
+    /// not answer after it was sent).
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, Self::Unknown(_))
+    }
+
     /// The same error for another request of the same failed call.
     pub(super) fn duplicate(&self) -> Self {
         match self {
@@ -59,6 +76,9 @@ impl QueueError {
             Self::SequenceExhausted => Self::SequenceExhausted,
             Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::ShardsChanged => Self::ShardsChanged,
+            Self::Unregistered => Self::Unregistered,
+            Self::Deleting => Self::Deleting,
+            Self::HoldsJobs => Self::HoldsJobs,
             Self::Unavailable(error) => Self::Unavailable(anyhow::anyhow!("{error:#}")),
             Self::Full(error) => Self::Full(anyhow::anyhow!("{error:#}")),
             Self::LimitReached(limit) => Self::LimitReached(limit),
@@ -75,6 +95,9 @@ impl From<redis::RedisError> for QueueError {
             Some("CONFLICT") => Self::Conflict,
             Some("SEQUENCE_EXHAUSTED") => Self::SequenceExhausted,
             Some("SHARDS_CHANGED") => Self::ShardsChanged,
+            Some("UNREGISTERED") => Self::Unregistered,
+            Some("DELETING") => Self::Deleting,
+            Some("LIMIT_REACHED") => Self::LimitReached("the limit"),
             // Redis adds where the error was raised after the field.
             Some("INVALID") => Self::Invalid(
                 error

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Broker;
+use super::counters::QueueCounters;
 use super::error::{QueueError, Result};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Held, OutgoingJob, reserve_arrivals};
 use super::job::{Job, JobState};
@@ -107,6 +108,8 @@ pub struct ClaimOptions {
     pub worker: Option<String>,
     pub lease_ms: u64,
     pub max_jobs: u32,
+    /// Makes the claim safe to repeat (see `ClaimEntry`).
+    pub request_id: Option<String>,
     /// How long to wait for a job when none is claimable.
     pub wait: Duration,
     /// Jobs to acknowledge before claiming.
@@ -125,7 +128,7 @@ pub struct Nack {
 impl Broker {
     /// Adds jobs in order, each idempotent by its id.
     pub async fn enqueue(&self, queue: &str, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        self.register(queue).await?;
+        self.register(queue, false).await?;
         let mut shards = self.shards.of(queue).await?;
         let turn = shards.next_turn();
         let ids: Vec<String> = jobs
@@ -184,6 +187,12 @@ impl Broker {
                     tries += 1;
                     shards = self.shards.reroute(queue).await?;
                 }
+                // Not listed (new to this Redis, or deleted meanwhile).
+                Some(QueueError::Unregistered) if tries < REROUTES => {
+                    tries += 1;
+                    self.register(queue, true).await?;
+                    shards = self.shards.of(queue).await?;
+                }
                 // Some jobs went in: the request's effect is partial.
                 Some(error) if answers.iter().any(Option::is_some) => {
                     return Err(QueueError::Unknown(anyhow::Error::new(error).context(
@@ -228,36 +237,44 @@ impl Broker {
             lease_ms: options.lease_ms,
             max_jobs: options.max_jobs,
             worker: options.worker.clone().unwrap_or_default(),
+            request_id: options.request_id.clone(),
             acks,
+        };
+        // With a request id every look brings the acks, applied once and
+        // answered again after (so the answer kept under the id has them);
+        // without, only the first.
+        let again = |acks: &mut Vec<Ack>| match options.request_id {
+            Some(_) => acks.clone(),
+            None => std::mem::take(acks),
         };
         if options.wait.is_zero() {
             return self.claim_once(queue, entry(acks)).await;
         }
         let deadline = Instant::now() + options.wait;
         let signal = self.waiters.signal(queue);
-        let mut acked = None;
+        let mut acked: Option<Vec<AckOutcome>> = None;
         let mut waiting = None;
         loop {
             // Listen before looking, so a job arriving in between still wakes us.
             let woken = signal.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let claimed = match self
-                .claim_once(queue, entry(std::mem::take(&mut acks)))
-                .await
-            {
+            let claimed = match self.claim_once(queue, entry(again(&mut acks))).await {
                 Ok(claimed) => claimed,
-                // The acks went through on an earlier look: say so, with
-                // no jobs, rather than hide them behind the error.
+                // A later look that surely did nothing: the acks went
+                // through on an earlier look, so say so, with no jobs,
+                // rather than hide them behind the error. A look that may
+                // have leased jobs answers its error, so the client
+                // retries (with its request id, to be given them).
                 Err(error) => match acked.take() {
-                    Some(acked) => {
+                    Some(acked) if !acked.is_empty() && !error.may_have_run() => {
                         tracing::warn!(error = %anyhow::Error::from(error), "a waiting claim could not look again");
                         return Ok(Claimed {
                             acked,
                             ..Claimed::default()
                         });
                     }
-                    None => return Err(error),
+                    _ => return Err(error),
                 },
             };
             let acked_now = acked.get_or_insert(claimed.acked);
@@ -304,7 +321,7 @@ impl Broker {
                 Ok((shards, claimed))
             })
             .await?;
-        shards.counters.count_claim(&claimed);
+        count_claim(&shards.counters, &claimed);
         Ok(claimed)
     }
 
@@ -490,4 +507,11 @@ impl Drop for Waiting {
         self.waiters.fetch_sub(1, Ordering::Relaxed);
         metrics::gauge!(self.gauge).decrement(1);
     }
+}
+
+/// Counts what a claim did: the jobs it leased and the acks it applied.
+fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
+    counters.claimed.increment(claimed.jobs.len() as u64);
+    let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
+    counters.acked.increment(acked.count() as u64);
 }

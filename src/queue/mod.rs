@@ -22,6 +22,7 @@ mod exchange;
 mod job;
 mod jobs;
 mod paging;
+mod registry;
 mod schedules;
 mod settings;
 mod shards;
@@ -31,7 +32,7 @@ mod sweep;
 pub(crate) mod wake;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::{self, FromRedisValue};
@@ -48,7 +49,6 @@ pub use schedules::{Cron, CronError, Debt, DueSchedule, Fired, Schedule, Schedul
 pub use settings::{Refusal, Settings, SettingsChange, table as setting_table};
 use shards::Shards;
 pub use stats::{ClassStats, QueueStats};
-use store::keys;
 use store::library::{Function, LIBRARY};
 use store::{Call, Redis, bounded_by};
 pub use store::{RedisPool, RedisSettings};
@@ -118,56 +118,6 @@ impl Broker {
     /// home.
     pub async fn reread_shards(&self, queue: &str) -> Result<u32> {
         Ok(self.shards.reroute(queue).await?.count())
-    }
-
-    /// Puts the queue in the registry before its first job exists, so the
-    /// sweeper always knows it; once per queue and instance.
-    async fn register(&self, queue: &str) -> Result<()> {
-        if self.registered_queues().contains(queue) {
-            return Ok(());
-        }
-        let mut cmd = Call::safe(redis::cmd("SADD"));
-        cmd.arg(keys::registry(&self.config.key_prefix)).arg(queue);
-        self.call::<()>(&cmd).await?;
-        self.registered_queues().insert(queue.to_owned());
-        Ok(())
-    }
-
-    fn registered_queues(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.registered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Every queue that has ever had a job, sorted by name. Queues this
-    /// instance registered but the registry lacks (Redis lost it) are put
-    /// back.
-    pub async fn queues(&self) -> Result<Vec<String>> {
-        let registry = keys::registry(&self.config.key_prefix);
-        let mut members = Call::safe(redis::cmd("SMEMBERS"));
-        members.arg(&registry);
-        let mut queues: Vec<String> = self.call(&members).await?;
-        let missing: Vec<String> = {
-            let known: HashSet<&String> = queues.iter().collect();
-            let registered = self.registered_queues();
-            registered
-                .iter()
-                .filter(|q| !known.contains(q))
-                .cloned()
-                .collect()
-        };
-        if !missing.is_empty() {
-            tracing::warn!(
-                ?missing,
-                "queues were missing from the registry; adding them back"
-            );
-            let mut add = Call::safe(redis::cmd("SADD"));
-            add.arg(&registry).arg(&missing);
-            self.call::<()>(&add).await?;
-            queues.extend(missing);
-        }
-        queues.sort_unstable();
-        Ok(queues)
     }
 
     /// Whether Redis runs functions that may write, within a second at

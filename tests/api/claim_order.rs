@@ -345,6 +345,7 @@ async fn an_ack_in_a_claim_frees_a_cap_for_that_claim_not_for_the_others_in_its_
             lease_ms: 60_000,
             max_jobs: 1,
             worker: String::new(),
+            request_id: None,
             acks,
         }))
     };

@@ -87,7 +87,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every queue that has ever had a job, by name. */
+        /** Every queue on the list of queues, by name. */
         get: operations["queues"];
         put?: never;
         post?: never;
@@ -111,7 +111,15 @@ export interface paths {
         get: operations["queue"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a queue.
+         * @description Removes its settings, schedules and every key, takes it off the list of
+         *     queues and drops its metric series. A queue holding jobs in any state
+         *     answers 409 `conflict`, unless `?purge=true`, which deletes them too.
+         *     Enqueues and schedule writes meanwhile answer 503 (no effect); after it,
+         *     a write makes the queue anew.
+         */
+        delete: operations["delete_queue"];
         options?: never;
         head?: never;
         patch?: never;
@@ -419,7 +427,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a queue's schedules. */
+        /**
+         * List a queue's schedules.
+         * @description By name, a page at a time.
+         */
         get: operations["schedules"];
         put?: never;
         post?: never;
@@ -627,6 +638,15 @@ export interface components {
              * @description 1 to 100; default 1.
              */
             max_jobs?: number | null;
+            /**
+             * @description Makes the claim safe to retry: a claim repeated with the same
+             *     `request_id` and `worker` while the first answer's leases run
+             *     answers the same jobs with the same lease tokens (those still
+             *     leased under them), leases nothing new, and applies its `ack`
+             *     entries at most once. Send a fresh one per claim, and the same one
+             *     when retrying a claim whose answer was lost.
+             */
+            request_id?: string | null;
             /**
              * Format: int64
              * @description Long poll: wait up to this long (0 to 20000) for a claimable job.
@@ -1148,8 +1168,10 @@ export interface components {
              */
             priority?: number | null;
         };
-        /** @description A queue's schedules. */
+        /** @description A page of a queue's schedules. */
         ScheduleList: {
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            next_cursor?: string | null;
             /** @description By name. */
             schedules: components["schemas"]["ScheduleView"][];
         };
@@ -1718,6 +1740,55 @@ export interface operations {
             503: components["responses"]["backend_unavailable"];
         };
     };
+    delete_queue: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Delete the queue's jobs too, in any state; without it a queue that
+                 *     holds jobs answers 409.
+                 */
+                purge?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
+            /** @description No such queue */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The queue holds jobs and `purge` was not asked */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
     ack_many: {
         parameters: {
             query?: never;
@@ -2233,7 +2304,12 @@ export interface operations {
     };
     schedules: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1 to 1000; default 100. */
+                limit?: number;
+                /** @description `next_cursor` of the previous page. */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /** @description Queue name */
@@ -2243,7 +2319,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The schedules, by name */
+            /** @description A page of the schedules, by name */
             200: {
                 headers: {
                     [name: string]: unknown;

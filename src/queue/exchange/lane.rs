@@ -14,8 +14,10 @@ use metrics::{Counter, Gauge};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::queue::counters::QueueMetric;
 use crate::queue::error::{QueueError, Result};
 use crate::queue::store::bounded_by;
+use crate::telemetry;
 
 /// Jobs (or acks) one call carries at most, whatever the requests bring;
 /// a single request that brings more still goes, alone.
@@ -43,9 +45,18 @@ pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Debug)]
 pub(crate) struct LaneMetrics {
     /// Requests queued for the next call.
-    pub(crate) waiting: Gauge,
+    pub(crate) waiting: QueueMetric<Gauge>,
     /// Calls sent to Redis.
-    pub(crate) calls: Counter,
+    pub(crate) calls: QueueMetric<Counter>,
+}
+
+impl LaneMetrics {
+    pub(crate) fn new(queue: &str) -> Self {
+        Self {
+            waiting: QueueMetric::new(telemetry::REQUESTS_WAITING, queue),
+            calls: QueueMetric::new(telemetry::BATCHED_CALLS, queue),
+        }
+    }
 }
 
 /// The requests of one operation on one queue.
@@ -106,7 +117,7 @@ impl<B: Batch> Lane<B> {
                 entry,
                 reply,
             });
-            self.metrics.waiting.increment(1);
+            self.metrics.waiting.increment(1.0);
             (ticket, !std::mem::replace(&mut state.busy, true))
         };
         if idle {
@@ -128,7 +139,7 @@ impl<B: Batch> Lane<B> {
                 let mut state = self.state();
                 let queued = state.waiting.iter().position(|w| w.ticket == ticket);
                 if queued.and_then(|at| state.waiting.remove(at)).is_some() {
-                    self.metrics.waiting.decrement(1);
+                    self.metrics.waiting.decrement(1.0);
                     return Err(QueueError::Unavailable(anyhow::anyhow!(
                         "Redis did not answer within {:?}; the request was never sent",
                         self.timeout
@@ -277,10 +288,7 @@ mod tests {
                 calls: Arc::clone(&calls),
             },
             Duration::from_secs(30),
-            LaneMetrics {
-                waiting: Gauge::noop(),
-                calls: Counter::noop(),
-            },
+            LaneMetrics::new("test"),
         );
         (Arc::new(lane), gate, calls)
     }

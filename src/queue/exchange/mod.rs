@@ -75,6 +75,10 @@ pub struct ClaimEntry {
     pub max_jobs: u32,
     /// `""` for none.
     pub worker: String,
+    /// Makes the claim safe to repeat: a repeat with the same id and
+    /// worker answers what the first did (see `claim_all` in
+    /// `lua/claim.lua`).
+    pub request_id: Option<String>,
     /// Jobs to acknowledge first.
     pub acks: Vec<Ack>,
 }
@@ -258,31 +262,74 @@ pub(crate) struct Line {
     pub(crate) scores: Vec<f64>,
 }
 
-impl Batch for HeadsBatch {
-    /// How many claims of one job the claim stands for.
-    type Entry = u32;
-    type Reply = Arc<Line>;
+/// One claim's read of a shard: how many claims of one job it stands for,
+/// and its request id's field of `claims` when it has one.
+#[derive(Debug)]
+pub(crate) struct HeadsEntry {
+    pub(crate) claims: u32,
+    pub(crate) field: Option<String>,
+}
 
-    fn size(entry: &u32) -> (usize, usize) {
-        (*entry as usize, 0)
+/// What a shard says to one claim: its line, and whether it answered the
+/// claim's request id jobs before (the claim is a repeat).
+#[derive(Debug)]
+pub(crate) struct Heads {
+    pub(crate) line: Arc<Line>,
+    pub(crate) answered: bool,
+}
+
+impl Batch for HeadsBatch {
+    type Entry = HeadsEntry;
+    type Reply = Heads;
+
+    fn size(entry: &HeadsEntry) -> (usize, usize) {
+        (entry.claims as usize, 0)
     }
 
-    async fn call(&self, entries: &[u32]) -> Result<Vec<Result<Self::Reply>>> {
+    async fn call(&self, entries: &[HeadsEntry]) -> Result<Vec<Result<Self::Reply>>> {
         let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
         cmd.arg(CLAIM_PROMOTE_BATCH)
-            .arg(entries.iter().max().copied().unwrap_or(1))
+            .arg(entries.iter().map(|entry| entry.claims).max().unwrap_or(1))
             .arg(self.floor_ppm)
             .arg(self.shards);
+        for field in entries.iter().filter_map(|entry| entry.field.as_ref()) {
+            cmd.arg(field);
+        }
         let reply: Vec<String> = self.redis.query(&cmd).await?;
-        let (capped, scores) = reply.split_first().ok_or_else(malformed)?;
-        let heads = Arc::new(Line {
+        let (capped, rest) = reply.split_first().ok_or_else(malformed)?;
+        let fields = entries.iter().filter(|entry| entry.field.is_some()).count();
+        if rest.len() < fields {
+            return Err(malformed());
+        }
+        let (flags, scores) = rest.split_at(fields);
+        let line = Arc::new(Line {
             capped: capped == "1",
             scores: scores
                 .iter()
                 .map(|score| score.parse::<f64>().map_err(|_| malformed()))
                 .collect::<Result<_>>()?,
         });
-        Ok(entries.iter().map(|_| Ok(Arc::clone(&heads))).collect())
+        let mut flags = flags.iter();
+        Ok(entries
+            .iter()
+            .map(|entry| {
+                let answered =
+                    entry.field.is_some() && flags.next().is_some_and(|flag| flag == "1");
+                Ok(Heads {
+                    line: Arc::clone(&line),
+                    answered,
+                })
+            })
+            .collect())
+    }
+}
+
+impl ClaimEntry {
+    /// The field of the shard's `claims` that keeps this claim's answer,
+    /// when it has a request id: as `claim_field` in `lua/claim.lua`.
+    pub(crate) fn field(&self) -> Option<String> {
+        let id = self.request_id.as_ref()?;
+        Some(format!("{}:{id}{}", id.len(), self.worker))
     }
 }
 

@@ -126,6 +126,7 @@ pub fn exchange_command(
         cmd.arg(claim.lease_ms)
             .arg(claim.max_jobs)
             .arg(&claim.worker)
+            .arg(claim.request_id.as_deref().unwrap_or(""))
             .arg(claim.acks.len());
         for ack in &claim.acks {
             push_ack(&mut cmd, ack);
@@ -171,7 +172,7 @@ pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result
             }
             Exchange::Claim(claim) => {
                 let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
-                claim_outcome(claim, now_ms, &mut claimed, acked, held).map(Exchanged::Claimed)
+                claim_outcome(claim, &mut claimed, acked, held).map(Exchanged::Claimed)
             }
         })
         .collect();
@@ -218,6 +219,8 @@ fn enqueue_outcome(
             Ok(EnqueueReply { now_ms, known })
         }
         Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
+        Some(Ok(status)) if status == "UNREGISTERED" => Err(QueueError::Unregistered),
+        Some(Ok(status)) if status == "DELETING" => Err(QueueError::Deleting),
         _ => Err(malformed()),
     }
 }
@@ -226,23 +229,22 @@ fn enqueue_outcome(
 /// id, record and lease token per job.
 fn claim_outcome(
     claim: &ClaimEntry,
-    now_ms: i64,
     items: &mut impl Iterator<Item = Value>,
     acked: Vec<AckOutcome>,
     held: Option<Held>,
 ) -> Result<Claimed> {
     let mut next = || items.next().ok_or_else(malformed);
     let count = usize::from_redis_value(next()?).map_err(|_| malformed())?;
-    let expires_at_ms = now_ms + i64::try_from(claim.lease_ms).unwrap_or(i64::MAX);
     let jobs = (0..count)
         .map(|_| {
             let id = String::from_redis_value(next()?).map_err(|_| malformed())?;
             let record = Vec::<u8>::from_redis_value(next()?).map_err(|_| malformed())?;
             let token = String::from_redis_value(next()?).map_err(|_| malformed())?;
+            let deadline = String::from_redis_value(next()?).map_err(|_| malformed())?;
             let lease = Lease {
                 token,
                 worker: (!claim.worker.is_empty()).then(|| claim.worker.clone()),
-                expires_at_ms,
+                expires_at_ms: deadline.parse::<f64>().map_err(|_| malformed())? as i64,
             };
             Job::from_record(id, &record, JobState::Processing, None, Some(lease))
                 .ok_or_else(malformed)

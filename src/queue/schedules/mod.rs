@@ -93,11 +93,23 @@ type RawSchedules = (i64, Vec<Value>);
 impl Broker {
     /// Redis's time and the queue's schedules (or only `name`), by name.
     async fn read_schedules(&self, queue: &str, name: &str) -> Result<(i64, Vec<Schedule>)> {
+        self.read_schedule_page(queue, name, 0, "").await
+    }
+
+    /// The schedule named `name`, or with no name a page of up to `limit`
+    /// + 1 schedules after the name `after` ('' for the first), by name.
+    async fn read_schedule_page(
+        &self,
+        queue: &str,
+        name: &str,
+        limit: u32,
+        after: &str,
+    ) -> Result<(i64, Vec<Schedule>)> {
         let mut cmd = LIBRARY.call(
             Function::Schedules,
             &self.shards.of(queue).await?.home().keys,
         );
-        cmd.arg(name);
+        cmd.arg(name).arg(limit).arg(after);
         let (now, items): RawSchedules = self.call(&cmd).await?;
         let mut schedules = Vec::with_capacity(items.len() / 4);
         for item in items.chunks(4) {
@@ -130,9 +142,24 @@ impl Broker {
         Ok((now, schedules))
     }
 
-    /// The queue's schedules, by name.
-    pub async fn schedules(&self, queue: &str) -> Result<Vec<Schedule>> {
-        Ok(self.read_schedules(queue, "").await?.1)
+    /// A page of up to `limit` of the queue's schedules, by name, after
+    /// the name `after` (none for the first page); and the name the next
+    /// page starts after, when there is one.
+    pub async fn schedules(
+        &self,
+        queue: &str,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<(Vec<Schedule>, Option<String>)> {
+        let (_, mut schedules) = self
+            .read_schedule_page(queue, "", limit, after.unwrap_or_default())
+            .await?;
+        let more = schedules.len() > limit as usize;
+        schedules.truncate(limit as usize);
+        let next = more
+            .then(|| schedules.last().map(|schedule| schedule.name.clone()))
+            .flatten();
+        Ok((schedules, next))
     }
 
     /// One schedule.
@@ -154,7 +181,18 @@ impl Broker {
         spec: ScheduleSpec,
         cron: &Cron,
     ) -> Result<(Schedule, bool)> {
-        self.register(queue).await?;
+        self.listed(queue, || self.replace_schedule(queue, name, &spec, cron))
+            .await
+    }
+
+    /// One try of `put_schedule`: refused when the queue is not listed.
+    async fn replace_schedule(
+        &self,
+        queue: &str,
+        name: &str,
+        spec: &ScheduleSpec,
+        cron: &Cron,
+    ) -> Result<(Schedule, bool)> {
         let definition = serde_json::to_string(&spec).map_err(|e| QueueError::Unknown(e.into()))?;
         // A fire between the read and the write moves the last fire time
         // on: then read again. Each retry needs another fire, at most one
@@ -174,12 +212,18 @@ impl Broker {
             cmd.arg(name)
                 .arg(&definition)
                 .arg(next_run_ms.map(|ms| ms.to_string()).unwrap_or_default())
-                .arg(last_run_ms.map(|ms| ms.to_string()).unwrap_or_default());
-            let created: i64 = self.call(&cmd).await?;
+                .arg(last_run_ms.map(|ms| ms.to_string()).unwrap_or_default())
+                .arg(self.config.max_schedules);
+            let created: i64 = self.call(&cmd).await.map_err(|error| match error {
+                QueueError::LimitReached(_) => {
+                    QueueError::LimitReached("schedules of a queue (PRIOQ_MAX_SCHEDULES)")
+                }
+                error => error,
+            })?;
             if created >= 0 {
                 let schedule = Schedule {
                     name: name.to_owned(),
-                    spec,
+                    spec: spec.clone(),
                     next_run_ms,
                     last_run_ms,
                 };
@@ -222,36 +266,37 @@ impl Broker {
         let job = spec.job(&job_id(&due.name, fire_ms));
         let job = &job;
         let fired = self
-            .shards
-            .routed(queue, |shards| async move {
-                let mut cmd = LIBRARY.call(Function::Fire, &shards.home().keys);
-                cmd.arg(&due.name)
-                    .arg(due.due_ms)
-                    .arg(fire_ms)
-                    .arg(next_ms.map(|ms| ms.to_string()).unwrap_or_default())
-                    .arg(shards.count())
-                    .arg(&due.spec)
-                    .arg(1);
-                push_jobs(&mut cmd, std::slice::from_ref(job), None);
-                let answer: Vec<Value> = self.call(&cmd).await?;
-                // `None`: owed, its job still to be made.
-                let fired = match answer.as_slice() {
-                    [status] if is(status, "STALE") => Some(Fired::Stale),
-                    [status] if is(status, "OWED") => None,
-                    [status] if is(status, "SEQUENCE_EXHAUSTED") => {
-                        return Err(QueueError::SequenceExhausted);
-                    }
-                    [status, item] if is(status, "OK") => {
-                        if known_job(item.clone())?.is_none() {
-                            shards.counters.enqueued.increment(1);
+            .listed(queue, || {
+                self.shards.routed(queue, |shards| async move {
+                    let mut cmd = LIBRARY.call(Function::Fire, &shards.home().keys);
+                    cmd.arg(&due.name)
+                        .arg(due.due_ms)
+                        .arg(fire_ms)
+                        .arg(next_ms.map(|ms| ms.to_string()).unwrap_or_default())
+                        .arg(shards.count())
+                        .arg(&due.spec)
+                        .arg(1);
+                    push_jobs(&mut cmd, std::slice::from_ref(job), None);
+                    let answer: Vec<Value> = self.call(&cmd).await?;
+                    // `None`: owed, its job still to be made.
+                    let fired = match answer.as_slice() {
+                        [status] if is(status, "STALE") => Some(Fired::Stale),
+                        [status] if is(status, "OWED") => None,
+                        [status] if refusal(status).is_some() => {
+                            return Err(refusal(status).unwrap_or_else(malformed));
                         }
-                        Some(Fired::Enqueued {
-                            job_id: job.id.clone(),
-                        })
-                    }
-                    _ => return Err(malformed()),
-                };
-                Ok(fired)
+                        [status, item] if is(status, "OK") => {
+                            if known_job(item.clone())?.is_none() {
+                                shards.counters.enqueued.increment(1);
+                            }
+                            Some(Fired::Enqueued {
+                                job_id: job.id.clone(),
+                            })
+                        }
+                        _ => return Err(malformed()),
+                    };
+                    Ok(fired)
+                })
             })
             .await?;
         if let Some(fired) = fired {
@@ -279,25 +324,26 @@ impl Broker {
         let job = spec.job(&debt.job_id);
         let job = &job;
         let shards = self
-            .shards
-            .routed(queue, |shards| async move {
-                let mut cmd = LIBRARY.call(Function::Pay, &shards.of(&job.id).keys);
-                cmd.arg(name).arg(shards.count()).arg(1);
-                push_jobs(&mut cmd, std::slice::from_ref(job), None);
-                let answer: Vec<Value> = self.call(&cmd).await?;
-                match answer.as_slice() {
-                    [status] if is(status, "PAID") => {}
-                    [status] if is(status, "SEQUENCE_EXHAUSTED") => {
-                        return Err(QueueError::SequenceExhausted);
-                    }
-                    [status, item] if is(status, "OK") => {
-                        if known_job(item.clone())?.is_none() {
-                            shards.counters.enqueued.increment(1);
+            .listed(queue, || {
+                self.shards.routed(queue, |shards| async move {
+                    let mut cmd = LIBRARY.call(Function::Pay, &shards.of(&job.id).keys);
+                    cmd.arg(name).arg(shards.count()).arg(1);
+                    push_jobs(&mut cmd, std::slice::from_ref(job), None);
+                    let answer: Vec<Value> = self.call(&cmd).await?;
+                    match answer.as_slice() {
+                        [status] if is(status, "PAID") => {}
+                        [status] if refusal(status).is_some() => {
+                            return Err(refusal(status).unwrap_or_else(malformed));
                         }
+                        [status, item] if is(status, "OK") => {
+                            if known_job(item.clone())?.is_none() {
+                                shards.counters.enqueued.increment(1);
+                            }
+                        }
+                        _ => return Err(malformed()),
                     }
-                    _ => return Err(malformed()),
-                }
-                Ok(shards)
+                    Ok(shards)
+                })
             })
             .await?;
         let mut cmd = Call::safe(redis::cmd("HDEL"));
@@ -328,6 +374,16 @@ fn is(value: &Value, text: &str) -> bool {
         Value::SimpleString(s) => s == text,
         Value::BulkString(bytes) => bytes == text.as_bytes(),
         _ => false,
+    }
+}
+
+/// The error of a status that refused an enqueue before it wrote.
+fn refusal(status: &Value) -> Option<QueueError> {
+    match () {
+        () if is(status, "SEQUENCE_EXHAUSTED") => Some(QueueError::SequenceExhausted),
+        () if is(status, "UNREGISTERED") => Some(QueueError::Unregistered),
+        () if is(status, "DELETING") => Some(QueueError::Deleting),
+        () => None,
     }
 }
 

@@ -301,7 +301,7 @@ impl Broker {
     /// shards comes first; when it is refused (the queue holds jobs)
     /// nothing changes.
     pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
-        self.register(queue).await?;
+        self.register(queue, false).await?;
         if let Some(shards) = change.shards {
             self.reshard(queue, shards).await?;
         }

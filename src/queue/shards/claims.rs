@@ -8,7 +8,7 @@ use futures_util::future::{join_all, try_join_all};
 
 use super::QueueShards;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Held, Line};
+use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Heads, HeadsEntry, Line};
 use crate::queue::job::Job;
 use crate::queue::store::keys;
 
@@ -17,28 +17,34 @@ impl QueueShards {
     /// first in line for each of `max_jobs` claims of one job there (see
     /// the `heads` function); claim after claim, the shard whose next
     /// score is the lowest is picked, so the claim takes what as many
-    /// claims of one job would. The shards picked are then asked for
-    /// their share, at once, each with the acks of its jobs (the other
-    /// shards' acks go alone, at the same time); when they give fewer (a
-    /// race with another claim), the other shards are asked in turn for
-    /// the rest.
+    /// claims of one job would. Each shard picked, or holding jobs the
+    /// claim acks, is then sent its part at once: its share of the jobs
+    /// and its acks. When the shards give fewer (a race with another
+    /// claim), the other shards are asked in turn for the rest.
+    ///
+    /// A claim with a request id carries it in every part, so each shard
+    /// keeps what its part answered; when a shard says it answered the id
+    /// jobs before, the claim is a repeat: every shard that answered it or
+    /// holds its acks answers its part again, and nothing new is leased.
     pub(super) async fn claim_shards(&self, entry: &ClaimEntry) -> Result<Claimed> {
-        let heads = try_join_all(
-            self.shards
-                .iter()
-                .map(|shard| shard.heads.submit(entry.max_jobs)),
-        )
+        let field = entry.field();
+        let heads: Vec<Heads> = try_join_all(self.shards.iter().map(|shard| {
+            shard.heads.submit(HeadsEntry {
+                claims: entry.max_jobs,
+                field: field.clone(),
+            })
+        }))
         .await?;
+        let repeat = heads.iter().any(|heads| heads.answered);
+        let lines: Vec<Arc<Line>> = heads.iter().map(|heads| Arc::clone(&heads.line)).collect();
         // Where an ack can change what a shard offers (a cap), the acks
         // go first and the shards are read again, as a claim of one
         // shard would see them.
-        if !entry.acks.is_empty() && heads.iter().any(|line| line.capped) {
-            let acked = self.ack(&Arc::new(entry.acks.clone())).await?;
+        if !repeat && !entry.acks.is_empty() && lines.iter().any(|line| line.capped) {
+            let acked = self.send_parts(entry, &vec![0; self.shards.len()]).await?;
             let mut claimed = Box::pin(self.claim_shards(&ClaimEntry {
-                lease_ms: entry.lease_ms,
-                max_jobs: entry.max_jobs,
-                worker: entry.worker.clone(),
                 acks: Vec::new(),
+                ..entry.without_acks()
             }))
             .await
             .map_err(|error| match error {
@@ -49,118 +55,30 @@ impl QueueShards {
                 )),
                 error => error,
             })?;
-            claimed.acked = acked;
+            claimed.acked = acked.acked;
             return Ok(claimed);
         }
         let want = entry.max_jobs as usize;
-        let picks = merge_lines(&heads, want);
+        let picks = match repeat {
+            true => Vec::new(),
+            false => merge_lines(&lines, want),
+        };
         let mut asks = vec![0u32; self.shards.len()];
         for shard in &picks {
             asks[*shard] += 1;
         }
-        let ask = |max_jobs, acks| {
-            Arc::new(ClaimEntry {
-                lease_ms: entry.lease_ms,
-                max_jobs,
-                worker: entry.worker.clone(),
-                acks,
-            })
-        };
-        // The acks by shard: where each stood in the request, and the ack.
-        let mut acks: Vec<(Vec<usize>, Vec<Ack>)> = vec![Default::default(); self.shards.len()];
-        for (i, ack) in entry.acks.iter().enumerate() {
-            let part = &mut acks[keys::shard_of(&ack.id, self.count()) as usize];
-            part.0.push(i);
-            part.1.push(ack.clone());
-        }
-        let first: Vec<usize> = (0..asks.len()).filter(|s| asks[*s] > 0).collect();
-        let alone: Vec<usize> = (0..asks.len())
-            .filter(|s| asks[*s] == 0 && !acks[*s].1.is_empty())
-            .collect();
-        let claims = first.iter().map(|shard| {
-            let entry = ask(asks[*shard], std::mem::take(&mut acks[*shard].1));
-            self.shards[*shard].lane.claim(entry)
-        });
-        let (claims, acked_alone) = tokio::join!(
-            join_all(claims.collect::<Vec<_>>()),
-            join_all(alone.iter().map(|shard| {
-                let part = std::mem::take(&mut acks[*shard].1);
-                self.shards[*shard].lane.ack(Arc::new(part))
-            }))
-        );
-        let mut claimed = Claimed {
-            acked: vec![AckOutcome::NotFound; entry.acks.len()],
-            ..Claimed::default()
-        };
-        // An ack whose call failed may or may not have been applied: the
-        // claim fails (the jobs it took go back when their leases end).
-        let mut ack_failure = None;
-        let file_acks = |shard: usize, outcomes: &[AckOutcome], acked: &mut Vec<AckOutcome>| {
-            for (i, outcome) in acks[shard].0.iter().zip(outcomes) {
-                acked[*i] = *outcome;
-            }
-        };
-        // Whether some shard's part went through: then the claim must not
-        // be routed anew, which would apply that part twice.
-        let mut applied = false;
-        for (shard, outcome) in alone.iter().zip(acked_alone) {
-            match outcome {
-                Ok(outcomes) => {
-                    applied = true;
-                    file_acks(*shard, &outcomes, &mut claimed.acked);
-                }
-                Err(error) => {
-                    ack_failure.get_or_insert(error);
-                }
-            }
-        }
-        // What each shard handed out, in its order.
-        let mut parts: Vec<VecDeque<Job>> = vec![VecDeque::new(); self.shards.len()];
-        let mut failure = None;
-        // Files a shard's answer; answers how many jobs it gave.
-        let mut take =
-            |shard: usize, outcome: Result<Claimed>, held: &mut Option<Held>| match outcome {
-                Ok(part) => {
-                    let given = part.jobs.len();
-                    parts[shard].extend(part.jobs);
-                    *held = held.or(part.held);
-                    given
-                }
-                Err(error) => {
-                    tracing::debug!(shard, error = %error, "a shard's claim failed");
-                    failure.get_or_insert(error);
-                    0
-                }
-            };
-        let mut more: Vec<usize> = Vec::new();
-        let mut got = 0;
-        for (shard, outcome) in first.iter().zip(claims) {
-            let outcome = match outcome {
-                Ok(part) => {
-                    applied = true;
-                    file_acks(*shard, &part.acked, &mut claimed.acked);
-                    Ok(part)
-                }
-                Err(error) if !acks[*shard].0.is_empty() => {
-                    ack_failure.get_or_insert(error.duplicate());
-                    Err(error)
-                }
-                Err(error) => Err(error),
-            };
-            let given = take(*shard, outcome, &mut claimed.held);
-            got += given;
-            if given == asks[*shard] as usize {
-                more.push(*shard);
-            }
-        }
-        // The rest, when a race left the claim short: the shards with
+        let mut claimed = self
+            .send_parts_where(entry, &asks, |shard| heads[shard].answered)
+            .await?;
+        // The rest, when a race left a first claim short: the shards with
         // jobs in line that were not picked, then those that gave all
         // they were asked.
-        if got < want {
-            let mut rest: Vec<usize> = (0..heads.len())
-                .filter(|shard| heads[*shard].scores.len() > asks[*shard] as usize)
+        let mut got = claimed.jobs.len();
+        if !repeat && got < want {
+            let mut rest: Vec<usize> = (0..lines.len())
+                .filter(|shard| lines[*shard].scores.len() > asks[*shard] as usize)
                 .collect();
-            for shard in more {
+            for shard in (0..asks.len()).filter(|s| asks[*s] > 0) {
                 if !rest.contains(&shard) {
                     rest.push(shard);
                 }
@@ -170,30 +88,116 @@ impl QueueShards {
                 if missing == 0 {
                     break;
                 }
-                let outcome = self.shards[shard]
-                    .lane
-                    .claim(ask(missing as u32, Vec::new()))
-                    .await;
-                got += take(shard, outcome, &mut claimed.held);
+                let part = Arc::new(ClaimEntry {
+                    max_jobs: missing as u32,
+                    ..entry.without_acks()
+                });
+                match self.shards[shard].lane.claim(part).await {
+                    Ok(part) => {
+                        got += part.jobs.len();
+                        claimed.held = claimed.held.or(part.held);
+                        claimed.jobs.extend(part.jobs);
+                    }
+                    Err(error) => tracing::debug!(shard, error = %error, "a shard's claim failed"),
+                }
             }
         }
         // In the order the claims of one job would have taken them.
+        let mut by_shard: Vec<VecDeque<Job>> = vec![VecDeque::new(); self.shards.len()];
+        for job in std::mem::take(&mut claimed.jobs) {
+            by_shard[keys::shard_of(&job.id, self.count()) as usize].push_back(job);
+        }
         for shard in &picks {
-            if let Some(job) = parts[*shard].pop_front() {
+            if let Some(job) = by_shard[*shard].pop_front() {
                 claimed.jobs.push(job);
             }
         }
-        claimed.jobs.extend(parts.into_iter().flatten());
-        let error = match (ack_failure, failure) {
-            (Some(error), _) => error,
-            (None, Some(error)) if claimed.jobs.is_empty() => error,
-            _ => return Ok(claimed),
+        claimed.jobs.extend(by_shard.into_iter().flatten());
+        Ok(claimed)
+    }
+
+    /// Sends each shard its part of `entry`: `asks[shard]` jobs and the
+    /// acks of its jobs, to every shard asked for jobs or holding acks.
+    async fn send_parts(&self, entry: &ClaimEntry, asks: &[u32]) -> Result<Claimed> {
+        self.send_parts_where(entry, asks, |_| false).await
+    }
+
+    /// As `send_parts`, and to every shard `also` names even when it is
+    /// asked for nothing and holds no ack (a repeat's shards that answered
+    /// it before). A part with acks that failed makes the claim's effect
+    /// unknown (the jobs the others leased go back when their leases end,
+    /// or a repeat with the request id answers them); a part of jobs alone
+    /// that failed leaves the claim with the others' jobs.
+    async fn send_parts_where(
+        &self,
+        entry: &ClaimEntry,
+        asks: &[u32],
+        also: impl Fn(usize) -> bool,
+    ) -> Result<Claimed> {
+        // The acks by shard: where each stood in the request, and the ack.
+        let mut acks: Vec<(Vec<usize>, Vec<Ack>)> = vec![Default::default(); self.shards.len()];
+        for (i, ack) in entry.acks.iter().enumerate() {
+            let part = &mut acks[keys::shard_of(&ack.id, self.count()) as usize];
+            part.0.push(i);
+            part.1.push(ack.clone());
+        }
+        let sent: Vec<usize> = (0..self.shards.len())
+            .filter(|s| asks[*s] > 0 || !acks[*s].1.is_empty() || also(*s))
+            .collect();
+        let outcomes = join_all(sent.iter().map(|shard| {
+            let part = Arc::new(ClaimEntry {
+                max_jobs: asks[*shard],
+                acks: std::mem::take(&mut acks[*shard].1),
+                ..entry.without_acks()
+            });
+            self.shards[*shard].lane.claim(part)
+        }))
+        .await;
+        let mut claimed = Claimed {
+            acked: vec![AckOutcome::NotFound; entry.acks.len()],
+            ..Claimed::default()
         };
-        match error {
-            QueueError::ShardsChanged if applied => Err(QueueError::Unknown(anyhow::anyhow!(
-                "the shards changed under a claim after some of its parts were applied"
-            ))),
-            error => Err(error),
+        let (mut applied, mut failure, mut acks_failed) = (false, None, false);
+        for (shard, outcome) in sent.iter().zip(outcomes) {
+            match outcome {
+                Ok(part) => {
+                    applied = true;
+                    for (i, outcome) in acks[*shard].0.iter().zip(&part.acked) {
+                        claimed.acked[*i] = *outcome;
+                    }
+                    claimed.held = claimed.held.or(part.held);
+                    claimed.jobs.extend(part.jobs);
+                }
+                Err(error) => {
+                    tracing::debug!(shard, error = %error, "a shard's claim failed");
+                    acks_failed |= !acks[*shard].0.is_empty();
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+        match failure {
+            None => Ok(claimed),
+            // Nothing went through: the claim's own error.
+            Some(error) if !applied => Err(error),
+            Some(error) if acks_failed || claimed.jobs.is_empty() => Err(QueueError::Unknown(
+                anyhow::Error::new(error)
+                    .context("some shards' parts of the claim went through, others failed"),
+            )),
+            Some(_) => Ok(claimed),
+        }
+    }
+}
+
+impl ClaimEntry {
+    /// The same claim with no ack: its part for another shard, or its
+    /// look again once its acks went.
+    fn without_acks(&self) -> Self {
+        Self {
+            lease_ms: self.lease_ms,
+            max_jobs: self.max_jobs,
+            worker: self.worker.clone(),
+            request_id: self.request_id.clone(),
+            acks: Vec::new(),
         }
     }
 }

@@ -25,7 +25,6 @@ use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, Heads
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::record;
 use super::store::{Call, Redis, bounded_by};
-use crate::telemetry;
 
 /// Queues whose shards this instance keeps before it drops the idle ones.
 const KEPT_QUEUES: usize = 1024;
@@ -166,6 +165,12 @@ impl Shards {
         }
     }
 
+    /// Forgets what this instance knows of the queue's shards (it was
+    /// deleted): the next call reads them again.
+    pub(crate) fn forget(&self, queue: &str) {
+        self.known().remove(queue);
+    }
+
     fn known(&self) -> MutexGuard<'_, HashMap<String, Arc<QueueShards>>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -194,11 +199,7 @@ impl Shards {
     fn make(&self, queue: &str, count: u32, counters: Arc<QueueCounters>) -> QueueShards {
         let prefix = &self.key_prefix;
         let arrivals = (count > 1).then(|| QueueKeys::new(prefix, queue).key(Key::Meta).to_owned());
-        let labels = [("queue", queue.to_owned())];
-        let metrics = || LaneMetrics {
-            waiting: metrics::gauge!(telemetry::REQUESTS_WAITING, &labels),
-            calls: metrics::counter!(telemetry::BATCHED_CALLS, &labels),
-        };
+        let metrics = || LaneMetrics::new(queue);
         let shard = |shard: u32| {
             let keys = Arc::new(QueueKeys::shard(prefix, queue, shard, count));
             Shard {

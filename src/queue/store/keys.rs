@@ -32,10 +32,14 @@ pub enum Key {
     ScheduleRuns,
     ScheduleOwed,
     SchedulePaid,
+    Claims,
+    ClaimsUntil,
+    /// The list of queues: the one key of no queue's slot.
+    Queues,
 }
 
 impl Key {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 20] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -53,6 +57,9 @@ impl Key {
         Self::ScheduleRuns,
         Self::ScheduleOwed,
         Self::SchedulePaid,
+        Self::Claims,
+        Self::ClaimsUntil,
+        Self::Queues,
     ];
 
     /// The key's name after the queue's hash tag, as `lua/` headers list it.
@@ -75,6 +82,9 @@ impl Key {
             Self::ScheduleRuns => "schedules:runs",
             Self::ScheduleOwed => "schedules:owed",
             Self::SchedulePaid => "schedules:paid",
+            Self::Claims => "claims",
+            Self::ClaimsUntil => "claims:until",
+            Self::Queues => "queues",
         }
     }
 }
@@ -88,6 +98,7 @@ impl Key {
             Self::ScheduleRuns => "runs",
             Self::ScheduleOwed => "owed",
             Self::SchedulePaid => "paid",
+            Self::ClaimsUntil => "claims_until",
             other => other.name(),
         }
     }
@@ -121,7 +132,10 @@ impl QueueKeys {
     fn with_tag(prefix: &str, tag: &str) -> Self {
         let key = |name: &str| format!("{prefix}:{{{tag}}}:{name}");
         Self {
-            keys: Key::ALL.map(|k| key(k.name())),
+            keys: Key::ALL.map(|k| match k {
+                Key::Queues => registry(prefix),
+                k => key(k.name()),
+            }),
             wake: key("wake"),
             group_prefix: key("group:"),
         }
@@ -234,9 +248,11 @@ mod tests {
     #[test]
     fn every_key_of_a_queue_carries_its_hash_tag() {
         let keys = QueueKeys::new("prioq", "emails");
-        assert!(Key::ALL.iter().all(|k| keys.key(*k).contains("{emails}")));
+        let mut of_the_queue = Key::ALL.iter().filter(|k| **k != Key::Queues);
+        assert!(of_the_queue.all(|k| keys.key(*k).contains("{emails}")));
         assert!(keys.wake_channel().contains("{emails}"));
         assert!(!registry("prioq").contains('{'));
+        assert_eq!(keys.key(Key::Queues), registry("prioq"));
         assert_eq!(keys.key(Key::Meta), "prioq:{emails}:meta");
         assert_eq!(keys.group("tenant:7"), "prioq:{emails}:group:tenant:7");
     }

@@ -27,6 +27,12 @@ class ClaimRequest:
             a worker's finished job and its next claim in one request.
         lease_ms (int | None | Unset): Lease length, 100 to 43200000; default from configuration.
         max_jobs (int | None | Unset): 1 to 100; default 1.
+        request_id (None | str | Unset): Makes the claim safe to retry: a claim repeated with the same
+            `request_id` and `worker` while the first answer's leases run
+            answers the same jobs with the same lease tokens (those still
+            leased under them), leases nothing new, and applies its `ack`
+            entries at most once. Send a fresh one per claim, and the same one
+            when retrying a claim whose answer was lost.
         wait_ms (int | Unset): Long poll: wait up to this long (0 to 20000) for a claimable job.
         worker (None | str | Unset): Who claims, shown on the leased jobs; up to 200 characters.
     """
@@ -34,6 +40,7 @@ class ClaimRequest:
     ack: list[AckEntry] | None | Unset = UNSET
     lease_ms: int | None | Unset = UNSET
     max_jobs: int | None | Unset = UNSET
+    request_id: None | str | Unset = UNSET
     wait_ms: int | Unset = UNSET
     worker: None | str | Unset = UNSET
 
@@ -62,6 +69,12 @@ class ClaimRequest:
         else:
             max_jobs = self.max_jobs
 
+        request_id: None | str | Unset
+        if isinstance(self.request_id, Unset):
+            request_id = UNSET
+        else:
+            request_id = self.request_id
+
         wait_ms = self.wait_ms
 
         worker: None | str | Unset
@@ -79,6 +92,8 @@ class ClaimRequest:
             field_dict["lease_ms"] = lease_ms
         if max_jobs is not UNSET:
             field_dict["max_jobs"] = max_jobs
+        if request_id is not UNSET:
+            field_dict["request_id"] = request_id
         if wait_ms is not UNSET:
             field_dict["wait_ms"] = wait_ms
         if worker is not UNSET:
@@ -132,6 +147,15 @@ class ClaimRequest:
 
         max_jobs = _parse_max_jobs(d.pop("max_jobs", UNSET))
 
+        def _parse_request_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        request_id = _parse_request_id(d.pop("request_id", UNSET))
+
         wait_ms = d.pop("wait_ms", UNSET)
 
         def _parse_worker(data: object) -> None | str | Unset:
@@ -147,6 +171,7 @@ class ClaimRequest:
             ack=ack,
             lease_ms=lease_ms,
             max_jobs=max_jobs,
+            request_id=request_id,
             wait_ms=wait_ms,
             worker=worker,
         )

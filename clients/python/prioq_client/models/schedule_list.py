@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.schedule_view import ScheduleView
@@ -15,13 +17,15 @@ T = TypeVar("T", bound="ScheduleList")
 
 @_attrs_define
 class ScheduleList:
-    """A queue's schedules.
+    """A page of a queue's schedules.
 
     Attributes:
         schedules (list[ScheduleView]): By name.
+        next_cursor (None | str | Unset): Pass as `cursor` for the next page; null on the last page.
     """
 
     schedules: list[ScheduleView]
+    next_cursor: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -30,6 +34,12 @@ class ScheduleList:
             schedules_item = schedules_item_data.to_dict()
             schedules.append(schedules_item)
 
+        next_cursor: None | str | Unset
+        if isinstance(self.next_cursor, Unset):
+            next_cursor = UNSET
+        else:
+            next_cursor = self.next_cursor
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -37,6 +47,8 @@ class ScheduleList:
                 "schedules": schedules,
             }
         )
+        if next_cursor is not UNSET:
+            field_dict["next_cursor"] = next_cursor
 
         return field_dict
 
@@ -52,8 +64,18 @@ class ScheduleList:
 
             schedules.append(schedules_item)
 
+        def _parse_next_cursor(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        next_cursor = _parse_next_cursor(d.pop("next_cursor", UNSET))
+
         schedule_list = cls(
             schedules=schedules,
+            next_cursor=next_cursor,
         )
 
         schedule_list.additional_properties = d

@@ -60,7 +60,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
 ) -> Response[Problem | QueueList]:
-    """Every queue that has ever had a job, by name.
+    """Every queue on the list of queues, by name.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -83,7 +83,7 @@ def sync(
     *,
     client: AuthenticatedClient,
 ) -> Problem | QueueList | None:
-    """Every queue that has ever had a job, by name.
+    """Every queue on the list of queues, by name.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -102,7 +102,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
 ) -> Response[Problem | QueueList]:
-    """Every queue that has ever had a job, by name.
+    """Every queue on the list of queues, by name.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -123,7 +123,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
 ) -> Problem | QueueList | None:
-    """Every queue that has ever had a job, by name.
+    """Every queue on the list of queues, by name.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

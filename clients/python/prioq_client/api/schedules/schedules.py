@@ -8,18 +8,30 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.schedule_list import ScheduleList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     queue: str,
+    *,
+    limit: int | Unset = UNSET,
+    cursor: str | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    params["cursor"] = cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/queues/{queue}/schedules".format(
             queue=quote(str(queue), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -67,11 +79,17 @@ def sync_detailed(
     queue: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = UNSET,
+    cursor: str | Unset = UNSET,
 ) -> Response[Problem | ScheduleList]:
     """List a queue's schedules.
 
+     By name, a page at a time.
+
     Args:
         queue (str):
+        limit (int | Unset):
+        cursor (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -83,6 +101,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         queue=queue,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = client.get_httpx_client().request(
@@ -96,11 +116,17 @@ def sync(
     queue: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = UNSET,
+    cursor: str | Unset = UNSET,
 ) -> Problem | ScheduleList | None:
     """List a queue's schedules.
 
+     By name, a page at a time.
+
     Args:
         queue (str):
+        limit (int | Unset):
+        cursor (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -113,6 +139,8 @@ def sync(
     return sync_detailed(
         queue=queue,
         client=client,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
@@ -120,11 +148,17 @@ async def asyncio_detailed(
     queue: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = UNSET,
+    cursor: str | Unset = UNSET,
 ) -> Response[Problem | ScheduleList]:
     """List a queue's schedules.
 
+     By name, a page at a time.
+
     Args:
         queue (str):
+        limit (int | Unset):
+        cursor (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -136,6 +170,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         queue=queue,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -147,11 +183,17 @@ async def asyncio(
     queue: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = UNSET,
+    cursor: str | Unset = UNSET,
 ) -> Problem | ScheduleList | None:
     """List a queue's schedules.
 
+     By name, a page at a time.
+
     Args:
         queue (str):
+        limit (int | Unset):
+        cursor (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -165,5 +207,7 @@ async def asyncio(
         await asyncio_detailed(
             queue=queue,
             client=client,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed

@@ -1,0 +1,40 @@
+-- drop: a step of deleting a queue, in one shard. prioq marks every
+-- shard first ('mark': its enqueues and its schedule writes are refused
+-- from then on, see `registered`) and counts their jobs; when it may go on
+-- (none, or a purge), it takes the queue off the list of queues and drops
+-- every shard ('drop': every key of the shard is unlinked: jobs, settings,
+-- schedules, group sets); else it takes the marks back ('unmark').
+-- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
+--   groups, completed, results, progress, schedules, schedules:due,
+--   schedules:runs, schedules:owed, schedules:paid, claims, claims:until
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
+--   'unmark' or 'drop'
+-- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the
+--   shard holds anything at all (else it was not marked) or 0}; else 1.
+-- Errors: none; every outcome is in the reply.
+redis.register_function{
+  function_name = 'drop_' .. VERSION,
+  flags = {'allow-oom'},
+  callback = function(keys, argv)
+    local q = queue_of('drop', keys, argv)
+    local mode = argv[3]
+    if mode == 'mark' then
+      if redis.call('EXISTS', unpack(keys)) == 0 then return {0, 0} end
+      redis.call('HSET', q.meta, 'deleting', '1')
+      return {redis.call('HLEN', q.jobs), 1}
+    end
+    if mode == 'unmark' then
+      redis.call('HDEL', q.meta, 'deleting')
+      return 1
+    end
+    local sets = {q.group_prefix .. '!throttled'}
+    for _, group in ipairs(redis.call('ZRANGE', q.groups, 0, -1)) do
+      sets[#sets + 1] = q.group_prefix .. group
+    end
+    redis.call('UNLINK', unpack(sets))
+    redis.call('UNLINK', unpack(keys))
+    -- Waiting claims look again, and find nothing.
+    redis.call('PUBLISH', q.wake, '')
+    return 1
+  end,
+}

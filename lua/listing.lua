@@ -1,0 +1,26 @@
+-- listing: marks one shard of a queue as listed, in two steps around
+-- putting the queue on the list of queues: 'begin' marks it with a token
+-- of this registration, or joins the registration under way (its token),
+-- unless it is marked good (1) already; 'confirm' makes the mark good
+-- while it is still that token (or good already). A deletion that ran
+-- between the steps took the mark away, and the queue may not be listed:
+-- then nothing is made good, and the next write finds the queue
+-- UNREGISTERED and lists it again.
+-- KEYS: meta
+-- ARGV[1] 'begin' or 'confirm', ARGV[2] the token
+-- Returns: for 'begin', the mark: 1 when it is good already, else the
+--   token to confirm; for 'confirm', 1, or 0 when it found another mark or
+--   none.
+-- Errors: none; every outcome is in the reply.
+redis.register_function('listing_' .. VERSION, function(keys, argv)
+  local q = queue_of('listing', keys, argv)
+  local mark = redis.call('HGET', q.meta, 'registered')
+  if argv[1] == 'begin' then
+    if mark then return mark end
+    redis.call('HSET', q.meta, 'registered', argv[2])
+    return argv[2]
+  end
+  if mark ~= argv[2] and mark ~= '1' then return 0 end
+  redis.call('HSET', q.meta, 'registered', '1')
+  return 1
+end)
