@@ -7,7 +7,8 @@
 //! ```
 //!
 //! It starts three cluster-enabled `redis-server`s on free ports (no
-//! persistence) and joins them with `redis-cli --cluster create`, then
+//! persistence) and joins them with `redis-cli --cluster create` (the
+//! testbed crate's `RedisCluster`, as the cluster tests do), then
 //! runs prioq in this process against them. Each round, for 1 shard and
 //! for 3 (in turn, the order swapped every round), it enqueues 20,000 jobs
 //! over HTTP (8 producers, 50 jobs a request) and drains them with 32
@@ -16,22 +17,29 @@
 //! 2-core machine the three primaries, prioq and the load share the cores,
 //! so throughput cannot grow with shards; what the figures show is where
 //! the Redis work goes: per primary, its CPU per job and its share of the
-//! queue's Redis CPU. It writes `bench/shards.md`.
+//! queue's Redis CPU. It writes `bench-results/shards.md`.
 //!
 //! Invoked without `--bench` (as `cargo test --all-targets` does), it does
 //! nothing.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, ensure};
 use prioq::config::Config;
 use prioq::startup::Application;
+use prioq_testbed::RedisCluster;
 use serde_json::{Value, json};
+
+use common::redis_info::{self, connect, info};
+use common::results_dir;
+use common::table::{Align, Table};
 
 const JOBS: usize = 20_000;
 const BATCH: usize = 50;
@@ -81,7 +89,7 @@ impl Run {
 }
 
 async fn run() -> Result<()> {
-    let cluster = Cluster::start()?;
+    let cluster = RedisCluster::start();
     let mut runs: Vec<Run> = Vec::new();
     for round in 0..ROUNDS {
         let order: Vec<u32> = if round % 2 == 0 {
@@ -104,13 +112,14 @@ async fn run() -> Result<()> {
     }
     let report = report(&runs);
     println!("{report}");
-    std::fs::create_dir_all("bench")?;
-    std::fs::write("bench/shards.md", report)?;
+    let dir = results_dir();
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("shards.md"), report)?;
     Ok(())
 }
 
 /// Enqueues and drains `JOBS` jobs on a queue of `shards` shards.
-async fn measure(cluster: &Cluster, round: usize, shards: u32) -> Result<Run> {
+async fn measure(cluster: &RedisCluster, round: usize, shards: u32) -> Result<Run> {
     let mut config = Config::with_defaults();
     config.listen = "127.0.0.1:0".parse()?;
     config.redis_cluster = true;
@@ -135,7 +144,7 @@ async fn measure(cluster: &Cluster, round: usize, shards: u32) -> Result<Run> {
         "not sharded: {settings}"
     );
 
-    let before = cluster.cpu_us()?;
+    let before = cpu_us(cluster).await?;
     let started = Instant::now();
     let batches = Arc::new(AtomicUsize::new(0));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -171,7 +180,7 @@ async fn measure(cluster: &Cluster, round: usize, shards: u32) -> Result<Run> {
         worker.await??;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let after = cluster.cpu_us()?;
+    let after = cpu_us(cluster).await?;
     ensure!(
         drained.load(Ordering::Relaxed) == JOBS,
         "drained {} of {JOBS}",
@@ -254,20 +263,28 @@ fn report(runs: &[Run]) -> String {
          order of 1 and 3 shards swapped each round; medians. All processes share this \
          machine's cores.\n"
     );
-    let _ = writeln!(
-        out,
-        "| Shards | Redis CPU per job, all primaries | per primary (µs/job) | busiest primary's share | jobs/s |"
+    let mut table = Table::new(
+        [
+            "Shards",
+            "Redis CPU per job, all primaries",
+            "per primary (µs/job)",
+            "busiest primary's share",
+        ]
+        .map(|heading| (heading, Align::Left))
+        .into_iter()
+        .chain([("jobs/s", Align::Right)]),
     );
-    let _ = writeln!(out, "|---|---|---|---|---|");
     for (shards, (total, per_primary, share, rate)) in &rows {
         let primaries: Vec<String> = per_primary.iter().map(|us| format!("{us:.1}")).collect();
-        let _ = writeln!(
-            out,
-            "| {shards} | {total:.1} µs | {} | {:.0}% | {rate:.0} |",
+        table.row([
+            shards.to_string(),
+            format!("{total:.1} µs"),
             primaries.join(" / "),
-            share * 100.0
-        );
+            format!("{:.0}%", share * 100.0),
+            format!("{rate:.0}"),
+        ]);
     }
+    out.push_str(table.text());
     if let (Some(one), Some(three)) = (rows.get(&1), rows.get(&3)) {
         let busiest = |row: &(f64, Vec<f64>, f64, f64)| row.1.iter().copied().fold(0.0, f64::max);
         let _ = writeln!(
@@ -282,114 +299,12 @@ fn report(runs: &[Run]) -> String {
     out
 }
 
-/// Three cluster-enabled redis-servers joined into one cluster; they die
-/// with the wrapper shell when this process drops it.
-struct Cluster {
-    ports: Vec<u16>,
-    wrapper: Child,
-}
-
-impl Cluster {
-    fn start() -> Result<Self> {
-        let ports = free_ports(3)?;
-        let servers: String = ports
-            .iter()
-            .map(|port| {
-                format!(
-                    "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
-                     --cluster-config-file nodes-{port}.conf --dir \"$dir\" --save '' \
-                     --appendonly no >/dev/null 2>&1 & pids=\"$pids $!\"; "
-                )
-            })
-            .collect();
-        let script = format!("dir=$(mktemp -d); pids=; {servers} read _; kill -9 $pids");
-        let wrapper = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .spawn()
-            .context("redis-server must be installed")?;
-        let cluster = Self { ports, wrapper };
-        for url in cluster.urls() {
-            let client = redis::Client::open(url.as_str())?;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while client.get_connection().is_err() {
-                ensure!(Instant::now() < deadline, "{url} did not come up");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let nodes: Vec<String> = cluster
-            .ports
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        let created = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .status()
-            .context("redis-cli must be installed")?;
-        ensure!(created.success(), "redis-cli --cluster create failed");
-        for url in cluster.urls() {
-            let mut conn = redis::Client::open(url.as_str())?.get_connection()?;
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn)?;
-                if info.contains("cluster_state:ok") {
-                    break;
-                }
-                ensure!(Instant::now() < deadline, "the cluster never became ok");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Ok(cluster)
+/// Each primary's CPU so far, in µs.
+async fn cpu_us(cluster: &RedisCluster) -> Result<Vec<u64>> {
+    let mut cpu = Vec::new();
+    for url in cluster.urls() {
+        let mut con = connect(&redis::Client::open(url.as_str())?).await?;
+        cpu.push(redis_info::cpu_us(&info(&mut con, &["cpu"]).await?)?);
     }
-
-    fn urls(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}"))
-            .collect()
-    }
-
-    /// Each primary's CPU so far, in µs.
-    fn cpu_us(&self) -> Result<Vec<u64>> {
-        self.urls()
-            .iter()
-            .map(|url| {
-                let mut conn = redis::Client::open(url.as_str())?.get_connection()?;
-                let info: String = redis::cmd("INFO").arg("cpu").query(&mut conn)?;
-                let seconds = |field: &str| -> Result<f64> {
-                    info.lines()
-                        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-                        .context("INFO cpu")?
-                        .trim()
-                        .parse::<f64>()
-                        .context("a number")
-                };
-                Ok(((seconds("used_cpu_sys")? + seconds("used_cpu_user")?) * 1e6) as u64)
-            })
-            .collect()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        drop(self.wrapper.stdin.take());
-        let _ = self.wrapper.wait();
-    }
-}
-
-/// Ports free now, whose cluster-bus ports (+10000) are free too.
-fn free_ports(count: usize) -> Result<Vec<u16>> {
-    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-    let ports: Vec<u16> = (21_000..31_000)
-        .step_by(7)
-        .filter(|port| free(*port) && free(port + 10_000))
-        .take(count)
-        .collect();
-    if ports.len() < count {
-        bail!("no {count} free ports");
-    }
-    Ok(ports)
+    Ok(cpu)
 }

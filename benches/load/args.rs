@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::common::results_dir;
+
 /// What one client (or one raw pipeline) loops on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -103,6 +105,9 @@ pub struct Args {
     /// Jobs kept completed for the retention memory measurement.
     pub retained: usize,
     pub prioq_env: Vec<(String, String)>,
+    /// A `results.json` to write the markdown and the plot from again,
+    /// measuring nothing.
+    pub report_from: Option<PathBuf>,
 }
 
 pub const USAGE: &str = "\
@@ -111,7 +116,7 @@ cargo bench --bench load -- [flags]
   --quick               smoke run (< 3 min): c = 1, 64; depths 1k, 100k
   --redis-url URL       use this Redis instead of starting one (keys under prefix prioqbench)
   --prioq-bin PATH      prioq binary (default: the one cargo built for this bench)
-  --out DIR             where results go (default: bench/)
+  --out DIR             where results go (default: bench-results/)
   --tag NAME            result file prefix (default: none; quick)
   --duration SECS       measured seconds per run (default 4; quick 1)
   --warmup SECS         unmeasured seconds before each run (default 0.5; quick 0.3)
@@ -131,7 +136,9 @@ cargo bench --bench load -- [flags]
   --neighbour SECS      noisy-neighbour run per side (default 5; quick 2; 0 skips)
   --retained N          jobs kept completed to measure their memory (default 100k;
                         quick 10k; 0 skips)
-  --prioq-env K=V       extra environment for prioq (repeatable), e.g. RUST_LOG=warn";
+  --prioq-env K=V       extra environment for prioq (repeatable), e.g. RUST_LOG=warn
+  --report-from FILE    measure nothing: write results.md and throughput.svg again
+                        from FILE (a results.json), into --out with --tag";
 
 fn parse_count(s: &str) -> Result<u64> {
     let (digits, unit) = match s.chars().last() {
@@ -155,12 +162,11 @@ fn parse_secs(s: &str) -> Result<Duration> {
 
 pub fn parse(argv: &[String]) -> Result<Args> {
     let quick = argv.iter().any(|a| a == "--quick");
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut args = Args {
         quick,
         redis_url: None,
         prioq_bin: PathBuf::from(env!("CARGO_BIN_EXE_prioq")),
-        out_dir: manifest.join("bench"),
+        out_dir: results_dir(),
         tag: if quick { "quick".into() } else { String::new() },
         warmup: Duration::from_millis(if quick { 300 } else { 500 }),
         duration: Duration::from_millis(if quick { 1000 } else { 4000 }),
@@ -186,6 +192,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         neighbour: Duration::from_secs(if quick { 2 } else { 5 }),
         retained: if quick { 10_000 } else { 100_000 },
         prioq_env: Vec::new(),
+        report_from: None,
     };
     let mut it = argv.iter();
     while let Some(flag) = it.next() {
@@ -236,6 +243,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--idle-window" => args.idle_window = parse_secs(&value()?)?,
             "--neighbour" => args.neighbour = parse_secs(&value()?)?,
             "--retained" => args.retained = usize::try_from(parse_count(&value()?)?)?,
+            "--report-from" => args.report_from = Some(PathBuf::from(value()?)),
             "--prioq-env" => {
                 let kv = value()?;
                 let (k, v) = kv

@@ -1,4 +1,4 @@
-//! BullMQ end to end in the same run: `bench/bullmq/e2e.mjs` on Node.js,
+//! BullMQ end to end in the same run: `benches/bullmq/e2e.mjs` on Node.js,
 //! against a redis-server of its own started and pinned like prioq's, its
 //! Redis counters read when the script opens and closes its window.
 
@@ -21,7 +21,7 @@ pub const CONCURRENCY: usize = 64;
 /// which always orders by priority), and none (the plain FIFO wait list).
 pub const VARIANTS: [&str; 2] = ["priority", "fifo"];
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BullmqResult {
     /// Why BullMQ was not run, when it was not.
     pub not_run: Option<String>,
@@ -34,7 +34,7 @@ pub struct BullmqResult {
     pub runs: Vec<BullmqRun>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BullmqRun {
     pub variant: String,
     pub concurrency: usize,
@@ -77,7 +77,7 @@ struct ReportLatency {
 }
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/bullmq")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/bullmq")
 }
 
 /// Runs both variants; a missing or failing Node.js or npm makes the result
@@ -112,9 +112,8 @@ async fn run_variants(result: &mut BullmqResult, pinning: &Pinning) -> Result<()
     result.bullmq_version = installed_version("bullmq");
     result.ioredis_version = installed_version("ioredis");
 
-    let port = procs::free_port()?;
-    let redis_proc = procs::start_redis(pinning, port)?;
-    let url = format!("redis://127.0.0.1:{port}");
+    let redis_proc = procs::start_redis(pinning);
+    let url = redis_proc.url();
     let mut con = redis_stats::connect(&redis::Client::open(url.as_str())?).await?;
     result.redis_version = redis_stats::info(&mut con, &["server"])
         .await?
@@ -152,7 +151,7 @@ fn version_of(program: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// The version of a package under bench/bullmq/node_modules.
+/// The version of a package under benches/bullmq/node_modules.
 fn installed_version(package: &str) -> Option<String> {
     let path = dir()
         .join("node_modules")
@@ -167,18 +166,18 @@ fn installed_version(package: &str) -> Option<String> {
 fn install() -> Result<()> {
     let manifest: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir().join("package.json"))
-            .context("bench/bullmq/package.json")?,
+            .context("benches/bullmq/package.json")?,
     )?;
     let pinned = manifest["dependencies"]
         .as_object()
-        .ok_or_else(|| anyhow!("no dependencies in bench/bullmq/package.json"))?;
+        .ok_or_else(|| anyhow!("no dependencies in benches/bullmq/package.json"))?;
     if pinned
         .iter()
         .all(|(name, version)| installed_version(name).as_deref() == version.as_str())
     {
         return Ok(());
     }
-    println!("# npm ci in bench/bullmq");
+    println!("# npm ci in benches/bullmq");
     let out = Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(dir())

@@ -49,7 +49,7 @@ async fn ack(client: &reqwest::Client, base: &str, queue: &str, job: &Leased) ->
     Ok(())
 }
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct WakeResult {
     pub rounds: usize,
     pub woken: usize,
@@ -139,7 +139,7 @@ pub async fn wake_test(
     Ok(result)
 }
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct IdleResult {
     pub polls: usize,
     pub window_s: f64,

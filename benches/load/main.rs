@@ -14,15 +14,18 @@
 //! binary that cargo built next to this bench, with its defaults. With two
 //! cores or more, redis-server runs on core 1 and everything that talks to
 //! it (this load generator, prioq, BullMQ's Node.js) on core 0. It writes
-//! `bench/results.json`, `bench/results.md` and `bench/throughput.svg`; a
-//! `--quick` run writes `bench/quick-*` instead.
+//! `bench-results/results.json`, `results.md` and `throughput.svg`; a
+//! `--quick` run writes `bench-results/quick-*` instead.
 //!
 //! Invoked without `--bench` (as `cargo test --all-targets` does), it does
 //! nothing.
 //!
 //! - `args`: flags, and the operations a run measures.
 //! - `jobs`: what the jobs and request bodies look like.
-//! - `procs`: redis-server and prioq processes, pinning, CPU from `/proc`.
+//! - `common` (shared with the shards bench): `INFO`, Markdown tables, the
+//!   results folder; the redis-server itself comes from the testbed crate.
+//! - `procs`: the redis-server and prioq processes, pinning, CPU from
+//!   `/proc`.
 //! - `redis_stats`: `INFO commandstats`, `INFO cpu`, memory.
 //! - `keeper`: holds a queue's depth during a run.
 //! - `measure`: one run's window, its tasks' stats, its record.
@@ -31,23 +34,31 @@
 //! - `http_load`: what each HTTP client does per operation.
 //! - `long_poll`: wake-up latency across instances, idle long-poll cost.
 //! - `neighbour`: a trickling group's wait next to a flooding one.
-//! - `bullmq`: BullMQ end to end (`bench/bullmq/e2e.mjs`).
-//! - `report`: targets, JSON, markdown, SVG.
+//! - `bullmq`: BullMQ end to end (`benches/bullmq/e2e.mjs`).
+//! - `report`: the results and what a run writes; `targets`, the targets
+//!   and how far each was met; `markdown`, `results.md`; `chart`,
+//!   `throughput.svg` (plotters).
+
+#[path = "../common/mod.rs"]
+mod common;
 
 mod args;
 mod bullmq;
+mod chart;
 mod h2;
 mod http1;
 mod http_load;
 mod jobs;
 mod keeper;
 mod long_poll;
+mod markdown;
 mod measure;
 mod neighbour;
 mod procs;
 mod raw;
 mod redis_stats;
 mod report;
+mod targets;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -56,6 +67,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use prioq::queue::store::keys::{QueueKeys, registry};
+use prioq_testbed::free_port;
 use redis::{self, aio::MultiplexedConnection};
 
 use crate::args::Args;
@@ -80,6 +92,9 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let args = args::parse(&argv)?;
+    if let Some(path) = args.report_from.clone() {
+        return report::rewrite_from(&path, args);
+    }
     let pinning = Pinning::new(args.pin);
     // Before the runtime starts its threads, so they are all pinned.
     pinning.pin_self()?;
@@ -132,11 +147,9 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     let (redis_proc, redis_url) = match &args.redis_url {
         Some(url) => (None, url.clone()),
         None => {
-            let port = procs::free_port()?;
-            (
-                Some(procs::start_redis(&pinning, port)?),
-                format!("redis://127.0.0.1:{port}"),
-            )
+            let server = procs::start_redis(&pinning);
+            let url = server.url();
+            (Some(server), url)
         }
     };
     let prefix = if own_redis { "prioq" } else { "prioqbench" };
@@ -154,7 +167,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         .tcp_nodelay(true)
         .timeout(measure::REQUEST_TIMEOUT)
         .build()?;
-    let port_a = procs::free_port()?;
+    let port_a = free_port();
     let prioq_a = procs::start_prioq(&args, &pinning, port_a, &redis_url, prefix)?;
     let base_a = format!("http://127.0.0.1:{port_a}");
     procs::wait_ready(&http_client, &base_a).await?;
@@ -295,7 +308,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     let mut wake = None;
     let mut idle = None;
     if args.wake_rounds > 0 || args.idle_polls > 0 {
-        let port_b = procs::free_port()?;
+        let port_b = free_port();
         let prioq_b = procs::start_prioq(&args, &pinning, port_b, &redis_url, prefix)?;
         let base_b = format!("http://127.0.0.1:{port_b}");
         procs::wait_ready(&http_client, &base_b).await?;
@@ -374,8 +387,8 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     drop(redis_proc);
 
     let mut results = Results {
-        tool: "cargo bench --bench load",
-        mode: if args.quick { "quick" } else { "full" },
+        tool: "cargo bench --bench load".into(),
+        mode: if args.quick { "quick" } else { "full" }.into(),
         started_at,
         wall_seconds: started.elapsed().as_secs_f64(),
         prioq_revision: procs::git_revision(),
@@ -392,7 +405,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         bullmq,
         targets: Vec::new(),
     };
-    results.targets = report::targets(&results);
+    results.targets = targets::targets(&results);
     report::write_all(&results, &args)?;
     println!("# done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())

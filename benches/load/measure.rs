@@ -236,20 +236,20 @@ pub async fn measure<L: Load>(
 
 /// CPU of each process over a run's window: bench and prioq from
 /// `/proc/<pid>/stat`, redis-server from `INFO cpu`.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct Cpu {
     pub bench: f64,
     pub prioq: f64,
     pub redis: f64,
 }
 
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct CommandCost {
     pub calls_per_job: f64,
     pub us_per_job: f64,
 }
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct KeeperJson {
     pub added: u64,
     pub removed: u64,
@@ -261,7 +261,7 @@ pub struct KeeperJson {
 }
 
 /// One measured run.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunRecord {
     /// `raw` (the functions pipelined into Redis), `http1` or `http2`.
     pub path: String,

@@ -29,7 +29,7 @@ const TRICKLE_EVERY: Duration = Duration::from_millis(20);
 pub const QUEUES: [&str; 2] = ["bench-neighbour-grouped", "bench-neighbour-plain"];
 pub const GROUPS: [&str; 2] = ["flood", "trickle"];
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct NeighbourResult {
     pub seconds: f64,
     /// The trickling group's jobs, enqueue to claim, when both groups are
@@ -39,7 +39,7 @@ pub struct NeighbourResult {
     pub plain: Side,
 }
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Side {
     /// Enqueue sent to claim answered; a job still waiting at the end
     /// counts with the time it had waited by then.

@@ -1,4 +1,5 @@
-//! Processes: redis-server and prioq started by the bench, which cores they
+//! Processes: prioq started by the bench (redis-server comes from the
+//! testbed crate, started through [`Pinning::launcher`]), which cores they
 //! run on, their CPU time from `/proc`, and the machine they run on.
 
 use std::ffi::OsStr;
@@ -6,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use prioq_testbed::RedisServer;
 use serde_json::json;
 
 use crate::args::Args;
@@ -125,6 +127,15 @@ impl Pinning {
             Command::new(program)
         }
     }
+
+    /// What [`Pinning::command`] puts before a program, as shell words.
+    pub fn launcher(&self, role: Role) -> String {
+        if self.on {
+            format!("taskset -c {}", role.core())
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// The cores a process may run on, as `/proc/<pid>/status` lists them.
@@ -140,21 +151,10 @@ pub fn cores_of(pid: u32) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-pub fn start_redis(pinning: &Pinning, port: u16) -> Result<Proc> {
-    Proc::spawn(
-        pinning
-            .command("redis-server", Role::Redis)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--loglevel", "warning"]),
-        "redis-server (is it installed?)",
-    )
+/// A redis-server without persistence on a free port, pinned like the
+/// other processes of its role.
+pub fn start_redis(pinning: &Pinning) -> RedisServer {
+    RedisServer::start_under(&pinning.launcher(Role::Redis))
 }
 
 pub fn start_prioq(

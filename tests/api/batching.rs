@@ -10,6 +10,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::redis_server::blocked_clients;
 use crate::support::{
     RedisServer, TestApp, redis, redis_connection, script_calls, spawn_app_with, test_config, until,
 };
@@ -53,19 +54,6 @@ async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
 
 fn text(value: &Value) -> String {
     value.as_str().expect("a string").to_owned()
-}
-
-/// Clients blocked in Redis, here by the pause.
-async fn blocked_clients(url: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query_async(&mut redis_connection(url).await)
-        .await
-        .expect("INFO clients");
-    info.lines()
-        .find_map(|line| line.strip_prefix("blocked_clients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Sends `first` and waits until Redis holds its call; then sends `rest`

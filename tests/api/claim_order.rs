@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::fairness::{configure, enqueue_many};
+use crate::support::app::{configure, enqueue_many};
 use crate::support::{TestApp, redis, redis_connection, spawn_app_with, test_config};
 
 /// A random queue: its settings and its jobs, made from `seed`.

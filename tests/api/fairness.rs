@@ -12,35 +12,8 @@ use tokio::time::Instant;
 
 use prioq::config::Config;
 
+use crate::support::app::{configure, enqueue_many, patch_settings};
 use crate::support::{TestApp, spawn_app, spawn_app_with, test_config, until};
-
-/// Enqueues `count` jobs of `group` (none for `None`) at `priority`, in
-/// batches, with ids `{prefix}{n}`.
-pub(crate) async fn enqueue_many(
-    app: &TestApp,
-    queue: &str,
-    group: Option<&str>,
-    priority: u8,
-    prefix: &str,
-    count: usize,
-) {
-    for start in (0..count).step_by(1000) {
-        let jobs: Vec<Value> = (start..count.min(start + 1000))
-            .map(|n| {
-                let mut job =
-                    json!({"task": "t", "id": format!("{prefix}{n}"), "priority": priority});
-                if let Some(group) = group {
-                    job["group"] = json!(group);
-                }
-                job
-            })
-            .collect();
-        let answer = app
-            .post(app.queue_url(queue, "/jobs/batch"), json!({"jobs": jobs}))
-            .await;
-        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-    }
-}
 
 /// Claims up to `count` jobs one request at a time; answers their ids in
 /// claim order.
@@ -52,21 +25,6 @@ async fn claim_ids(app: &TestApp, queue: &str, count: usize) -> Vec<String> {
         ids.push(job["id"].as_str().expect("id").to_owned());
     }
     ids
-}
-
-async fn patch_settings(app: &TestApp, queue: &str, patch: Value) -> crate::support::Answer {
-    let request = app
-        .http
-        .patch(app.queue_url(queue, "/settings"))
-        .header("content-type", "application/merge-patch+json")
-        .body(patch.to_string());
-    app.send(request).await
-}
-
-pub(crate) async fn configure(app: &TestApp, queue: &str, patch: Value) -> Value {
-    let answer = patch_settings(app, queue, patch).await;
-    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-    answer.body
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

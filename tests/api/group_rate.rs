@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::fairness::{configure, enqueue_many};
+use crate::support::app::{configure, enqueue_many};
 use crate::support::{TestApp, spawn_app, spawn_app_with, test_config};
 
 /// Claims one job at a time until a claim finds none; answers how many

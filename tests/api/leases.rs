@@ -10,7 +10,8 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::support::{
-    RedisServer, TestApp, redis, redis_connection, spawn_app, spawn_app_with, test_config,
+    RedisServer, TestApp, redis, redis_connection, script_calls, spawn_app, spawn_app_with,
+    test_config,
 };
 
 #[tokio::test]
@@ -215,17 +216,7 @@ async fn bulk_floor_share_is_exact_across_the_fleet() {
 async fn scripts_run(conns: &mut [redis::aio::MultiplexedConnection]) -> u64 {
     let mut total = 0;
     for conn in conns {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(conn)
-            .await
-            .expect("INFO");
-        total += info
-            .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse::<u64>().ok())
-            .unwrap_or(0);
+        total += script_calls(conn).await;
     }
     total
 }

@@ -7,7 +7,7 @@ use prioq::queue::store::library::LIBRARY;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::cluster::shared_cluster;
+use crate::support::cluster::{ClusterConfig, shared_cluster};
 use crate::support::{RedisServer, redis, redis_connection, spawn_app_with, test_config};
 
 /// The names of the libraries loaded in the Redis at `url`.

@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::support::clock::within;
 use crate::support::{
     AOF_ALWAYS, Answer, RedisServer, Service, TempDir, TestApp, free_port, redis, redis_connection,
     script_calls, send_signal, spawn_app_with, test_config, unique_prefix, until,
@@ -151,14 +152,6 @@ async fn read_until(stream: &mut TcpStream, end: &[u8]) -> String {
         seen.push(byte[0]);
     }
     String::from_utf8_lossy(&seen).into_owned()
-}
-
-/// `answer`, failing if it takes `bound` or more: a hanging request fails
-/// the test instead of hanging it.
-pub(crate) async fn within<T>(bound: Duration, answer: impl Future<Output = T>) -> T {
-    tokio::time::timeout(bound, answer)
-        .await
-        .unwrap_or_else(|_| panic!("no answer within {bound:?}"))
 }
 
 /// Client ids and how the service answered them.

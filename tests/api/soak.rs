@@ -3,7 +3,7 @@
 //! abandoned in-process, nacks (some delayed, some to the DLQ), delayed
 //! enqueues, extends, a straggler whose acks come after its lease, and one
 //! Redis restart (AOF, `appendfsync always`) in the middle. Two instances
-//! share the queue. Then the audit of `faults::Ledger`: every job created
+//! share the queue. Then the audit of `support::ledger`: every job created
 //! is acked exactly once or still pending, scheduled, processing or dead;
 //! attempts count the deliveries that ended without an ack; no stale-lease
 //! ack was accepted; the leases of one job never overlap. It prints a
@@ -12,17 +12,18 @@
 //! The random choices come from `PRIOQ_SOAK_SEED` (printed; the clock by
 //! default), though timing makes no two runs alike.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::faults::{Client, Ledger, Reply, inventory};
-use crate::fuzz::Rng;
-use crate::guide::claim_in_process_and_kill_answer;
-use crate::support::{AOF_ALWAYS, RedisServer, TempDir, spawn_app_with, test_config, until};
+use crate::support::inventory::inventory;
+use crate::support::ledger::Reply;
+use crate::support::load::{Client, two_instances};
+use crate::support::rng::{self, Rng};
+use crate::support::worker::claim_in_process_and_kill_answer;
+use crate::support::{AOF_ALWAYS, RedisServer, TempDir, test_config, until};
 
 const DEFAULT_SECS: u64 = 60;
 /// Lease of the consumers here; the worker processes take 1 s.
@@ -34,13 +35,6 @@ fn soak_secs() -> u64 {
         .ok()
         .and_then(|secs| secs.parse().ok())
         .unwrap_or(DEFAULT_SECS)
-}
-
-fn soak_seed() -> u64 {
-    std::env::var("PRIOQ_SOAK_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| u64::try_from(crate::faults::now_ms()).unwrap_or(1))
 }
 
 /// Enqueues jobs `{name}-0`, `{name}-1`... until `stop`, about one every
@@ -155,7 +149,7 @@ async fn crasher(client: Client, claim_urls: Vec<String>, stop: CancellationToke
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_with_crashes_nacks_delays_and_a_redis_restart_accounts_for_every_job() {
     let secs = soak_secs();
-    let seed = soak_seed();
+    let seed = rng::seed("PRIOQ_SOAK_SEED");
     eprintln!("soak: {secs} s, PRIOQ_SOAK_SEED={seed}");
     let data = TempDir::new("soak");
     let first = RedisServer::start_in(&data.path, AOF_ALWAYS);
@@ -165,14 +159,7 @@ async fn soak_with_crashes_nacks_delays_and_a_redis_restart_accounts_for_every_j
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 1000;
     config.sweep_interval_ms = 100;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let ledger = Arc::new(Ledger::default());
-    let client = Client::new(
-        Arc::clone(&ledger),
-        vec![a.base.clone(), b.base.clone()],
-        QUEUE,
-    );
+    let (a, b, ledger, client) = two_instances(&config, QUEUE).await;
 
     let stop_load = CancellationToken::new();
     let stop_consumers = CancellationToken::new();

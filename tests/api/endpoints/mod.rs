@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
 
+use crate::support::clock::ms_of;
 use crate::support::{Answer, TestApp, spawn_app, spawn_app_with, test_config};
 
 mod ack;
@@ -62,43 +63,6 @@ fn assert_invalid_field(answer: &Answer, field: &str) {
         detail.contains(field),
         "detail does not name `{field}`: {answer:?}"
     );
-}
-
-/// Milliseconds since the epoch of a contract timestamp
-/// (`2026-11-29T23:58:12.345Z`), checking its exact shape.
-pub(crate) fn ms_of(value: &Value) -> i64 {
-    let text = value
-        .as_str()
-        .unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    let bytes = text.as_bytes();
-    let shape_ok = bytes.len() == 24
-        && bytes.iter().enumerate().all(|(i, b)| match i {
-            4 | 7 => *b == b'-',
-            10 => *b == b'T',
-            13 | 16 => *b == b':',
-            19 => *b == b'.',
-            23 => *b == b'Z',
-            _ => b.is_ascii_digit(),
-        });
-    assert!(
-        shape_ok,
-        "not an RFC 3339 UTC timestamp with milliseconds: {text}"
-    );
-    let num = |range: std::ops::Range<usize>| -> i64 { text[range].parse().expect("digits") };
-    let (year, month, day) = (num(0..4), num(5..7), num(8..10));
-    assert!(
-        (1..=12).contains(&month) && (1..=31).contains(&day),
-        "{text}"
-    );
-    // Days from civil (H. Hinnant), proleptic Gregorian.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    ((days * 24 + num(11..13)) * 60 + num(14..16)) * 60_000 + num(17..19) * 1000 + num(20..23)
 }
 
 /// A timestamp that is well formed and close to this machine's clock
