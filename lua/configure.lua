@@ -5,10 +5,11 @@
 -- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
 --   field, value ('' to reset the field); then '1' to clear every weight
 --   first ('0' not to), the number of weight changes, and pairs of group,
---   weight ('' to drop it); then '1' to wake the claims waiting on the
---   queue ('0' not to: a sharded queue's other shards, written before the
---   home, whose call wakes them)
--- Returns: what `settings` returns, after the change.
+--   weight ('' to drop it); then the mode: 'wake' to write and wake the
+--   claims waiting on the queue, 'write' to write only (a sharded queue's
+--   other shards, written before the home, whose call wakes them), 'check'
+--   to check the change and write nothing
+-- Returns: what `settings` returns, after the change (before it, checked).
 -- Errors: INVALID <field> when the result is not a valid setting: the
 --   fields of an object are set together or not at all (TOGETHER, from the
 --   settings' table); at most MAX_WEIGHTS weights.
@@ -28,7 +29,7 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     weight_changes[#weight_changes + 1] = {argv[at], argv[at + 1]}
     at = at + 2
   end
-  local wakes = argv[at] == '1'
+  local mode = argv[at]
 
   -- Checked whole before anything is written.
   local function after(field)
@@ -53,6 +54,9 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     end
   end
   if weighted > MAX_WEIGHTS then fail('INVALID group_weights') end
+  if mode == 'check' then
+    return {settings_of(settings), redis.call('HGETALL', weights)}
+  end
 
   for field, value in pairs(changes) do
     if value == '' then
@@ -79,6 +83,6 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
   else
     redis.call('HDEL', settings, 'max_weight')
   end
-  if wakes then redis.call('PUBLISH', q.wake, '') end
+  if mode == 'wake' then redis.call('PUBLISH', q.wake, '') end
   return {settings_of(settings), redis.call('HGETALL', weights)}
 end)

@@ -29,7 +29,7 @@ impl Broker {
     /// ran meanwhile leaves the marks gone, and the next write lists the
     /// queue again. So a queue that takes writes is always on the list.
     pub(super) async fn register(&self, queue: &str, again: bool) -> Result<()> {
-        if !again && self.registered_queues().contains(queue) {
+        if !again && self.is_registered(queue) {
             return Ok(());
         }
         let shards = self.shards.of(queue).await?;
@@ -84,6 +84,11 @@ impl Broker {
             }
             other => other,
         }
+    }
+
+    /// Whether this instance has listed the queue.
+    pub(super) fn is_registered(&self, queue: &str) -> bool {
+        self.registered_queues().contains(queue)
     }
 
     fn registered_queues(&self) -> MutexGuard<'_, HashSet<String>> {

@@ -520,11 +520,13 @@ describe('when the backend fails', () => {
     await expectText(page.locator('#live'), 'Backend down');
     await screenshot(page, 'backend-down', { fullPage: false });
 
-    // Redis comes back, empty (it kept nothing on disk): so does the page.
+    // Redis comes back, empty (it kept nothing on disk, not even the list
+    // of queues): so does the page.
     lonelyRedis = await startRedis({ port: lonelyRedis.port });
     await page.locator('#alert').waitFor({ state: 'hidden' });
     await expectText(page.locator('#live'), /^Live/);
-    await expectText(count(page, 'jobs', 'pending'), '0');
+    await page.locator('#no-queues').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('[data-queue="jobs"]').count(), 0);
 
     await lonely.stop();
     await expectText(page.locator('#alert-title'), 'prioq cannot be reached');

@@ -42,6 +42,17 @@ pub struct SettingsChange {
     pub shards: Option<u32>,
 }
 
+/// What `configure` does with a change in one shard.
+#[derive(Debug, Clone, Copy)]
+enum Write {
+    /// Checks it and writes nothing.
+    Check,
+    /// Writes it.
+    Quiet,
+    /// Writes it and wakes the claims waiting on the queue.
+    Wake,
+}
+
 /// Why a patch was refused: the field, by its path, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -299,8 +310,15 @@ impl Broker {
     /// with every shard changed. Every shard holds the same settings, so a
     /// change one refuses (INVALID) all refuse. A change of the number of
     /// shards comes first; when it is refused (the queue holds jobs)
-    /// nothing changes.
+    /// nothing changes. A queue this instance has not listed yet is
+    /// listed only once its home accepts the change, so a refused change
+    /// lists nothing either.
     pub async fn configure(&self, queue: &str, change: &SettingsChange) -> Result<Settings> {
+        if change.changes_fields() && !self.is_registered(queue) {
+            let shards = self.shards.of(queue).await?;
+            self.configure_in(&shards.home().keys, change, Write::Check)
+                .await?;
+        }
         self.register(queue, false).await?;
         if let Some(shards) = change.shards {
             self.reshard(queue, shards).await?;
@@ -312,17 +330,18 @@ impl Broker {
         try_join_all(
             shards.shards[1..]
                 .iter()
-                .map(|shard| self.configure_in(&shard.keys, change, false)),
+                .map(|shard| self.configure_in(&shard.keys, change, Write::Quiet)),
         )
         .await?;
-        self.configure_in(&shards.home().keys, change, true).await
+        self.configure_in(&shards.home().keys, change, Write::Wake)
+            .await
     }
 
     async fn configure_in(
         &self,
         keys: &QueueKeys,
         change: &SettingsChange,
-        wakes: bool,
+        write: Write,
     ) -> Result<Settings> {
         let mut cmd = LIBRARY.call(Function::Configure, keys);
         cmd.arg(change.fields.len());
@@ -335,7 +354,11 @@ impl Broker {
             cmd.arg(group)
                 .arg(weight.map(|w| w.to_string()).unwrap_or_default());
         }
-        cmd.arg(if wakes { "1" } else { "0" });
+        cmd.arg(match write {
+            Write::Check => "check",
+            Write::Quiet => "write",
+            Write::Wake => "wake",
+        });
         Ok(Settings::from_raw(self.call::<RawSettings>(&cmd).await?))
     }
 
@@ -368,7 +391,7 @@ impl Broker {
         let settings = self.settings_in(&keys(0, old)).await?;
         let copy = SettingsChange::replacing(&settings);
         for shard in 1..shards {
-            self.configure_in(&keys(shard, shards), &copy, false)
+            self.configure_in(&keys(shard, shards), &copy, Write::Quiet)
                 .await?;
             step(keys(shard, shards), "set", shards).await?;
         }

@@ -139,3 +139,39 @@ fn without_ages(stats: &Value) -> Value {
     }
     stats
 }
+
+/// A settings change Redis refuses (here a rate without its burst, which
+/// only the function can tell, as it depends on what the queue holds) on a
+/// queue nobody used lists nothing and writes nothing; the same change
+/// made whole lists the queue.
+#[tokio::test]
+async fn a_refused_settings_change_lists_no_queue() {
+    let app = spawn_app().await;
+    let refused = crate::support::app::patch_settings(
+        &app,
+        "fresh",
+        json!({"rate_limit": {"per_second": 5}}),
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{refused:?}"
+    );
+    assert_eq!(refused.body["field"], "rate_limit.burst", "{refused:?}");
+    assert!(
+        app.snapshot().await.is_empty(),
+        "a refused change wrote something"
+    );
+    let listed = app.get(app.url("/v1/queues")).await;
+    assert_eq!(listed.body["queues"], json!([]), "{listed:?}");
+
+    crate::support::app::configure(
+        &app,
+        "fresh",
+        json!({"rate_limit": {"per_second": 5, "burst": 2}}),
+    )
+    .await;
+    let listed = app.get(app.url("/v1/queues")).await;
+    assert_eq!(listed.body["queues"][0]["queue"], "fresh", "{listed:?}");
+}
