@@ -9,6 +9,7 @@ pub(crate) mod lane;
 mod wire;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use redis;
 use serde_json::value::RawValue;
@@ -260,9 +261,13 @@ pub(crate) struct Line {
     pub(crate) capped: bool,
     /// The score first in line for each claim of one job, in turn.
     pub(crate) scores: Vec<f64>,
+    /// How many of `scores` the claims sharing this read have picked: each
+    /// picks after those before it, as claims one after the other would.
+    pub(crate) taken: AtomicUsize,
 }
 
-/// One claim's read of a shard: how many claims of one job it stands for,
+/// One claim's read of a shard: how many claims of one job it stands for
+/// (a read shared by several claims reads for all of them),
 /// and its request id's field of `claims` when it has one.
 #[derive(Debug)]
 pub(crate) struct HeadsEntry {
@@ -289,7 +294,7 @@ impl Batch for HeadsBatch {
     async fn call(&self, entries: &[HeadsEntry]) -> Result<Vec<Result<Self::Reply>>> {
         let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
         cmd.arg(CLAIM_PROMOTE_BATCH)
-            .arg(entries.iter().map(|entry| entry.claims).max().unwrap_or(1))
+            .arg(entries.iter().map(|entry| entry.claims).sum::<u32>().max(1))
             .arg(self.floor_ppm)
             .arg(self.shards);
         for field in entries.iter().filter_map(|entry| entry.field.as_ref()) {
@@ -308,6 +313,7 @@ impl Batch for HeadsBatch {
                 .iter()
                 .map(|score| score.parse::<f64>().map_err(|_| malformed()))
                 .collect::<Result<_>>()?,
+            taken: AtomicUsize::new(0),
         });
         let mut flags = flags.iter();
         Ok(entries

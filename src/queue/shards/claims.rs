@@ -2,7 +2,8 @@
 //! after claim of one job, into what each shard is asked for.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
 use futures_util::future::{join_all, try_join_all};
 
@@ -61,7 +62,10 @@ impl QueueShards {
         let want = entry.max_jobs as usize;
         let picks = match repeat {
             true => Vec::new(),
-            false => merge_lines(&lines, want),
+            false => {
+                let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
+                merge_lines(&lines, want)
+            }
         };
         let mut asks = vec![0u32; self.shards.len()];
         for shard in &picks {
@@ -76,7 +80,9 @@ impl QueueShards {
         let mut got = claimed.jobs.len();
         if !repeat && got < want {
             let mut rest: Vec<usize> = (0..lines.len())
-                .filter(|shard| lines[*shard].scores.len() > asks[*shard] as usize)
+                .filter(|shard| {
+                    lines[*shard].scores.len() > lines[*shard].taken.load(Ordering::Relaxed)
+                })
                 .collect();
             for shard in (0..asks.len()).filter(|s| asks[*s] > 0) {
                 if !rest.contains(&shard) {
@@ -204,9 +210,15 @@ impl ClaimEntry {
 
 /// The shard each of up to `want` claims of one job would take from, in
 /// turn: the one whose next score in line (`lines[shard]`) is the lowest,
-/// the lower shard on a tie.
+/// the lower shard on a tie. A line's scores that claims sharing its read
+/// picked before are passed over, and the picks are marked taken, so
+/// claims sharing reads pick as claims one after the other would; the
+/// caller holds `merging` meanwhile.
 fn merge_lines(lines: &[Arc<Line>], want: usize) -> Vec<usize> {
-    let mut next = vec![0; lines.len()];
+    let mut next: Vec<usize> = lines
+        .iter()
+        .map(|line| line.taken.load(Ordering::Relaxed))
+        .collect();
     let mut picks = Vec::with_capacity(want);
     while picks.len() < want {
         let best = (0..lines.len())
@@ -215,6 +227,9 @@ fn merge_lines(lines: &[Arc<Line>], want: usize) -> Vec<usize> {
         let Some((_, shard)) = best else { break };
         next[shard] += 1;
         picks.push(shard);
+    }
+    for (line, taken) in lines.iter().zip(next) {
+        line.taken.store(taken, Ordering::Relaxed);
     }
     picks
 }

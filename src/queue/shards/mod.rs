@@ -53,6 +53,8 @@ pub(crate) struct QueueShards {
     pub(crate) counters: Arc<QueueCounters>,
     /// The shard the next enqueue of ids made here goes to, in turn.
     turn: AtomicU32,
+    /// Held while a claim picks from the lines it read (`merge_lines`).
+    merging: Mutex<()>,
 }
 
 impl QueueShards {
@@ -231,6 +233,7 @@ impl Shards {
             shards: (0..count).map(shard).collect(),
             counters,
             turn: AtomicU32::new(0),
+            merging: Mutex::default(),
         }
     }
 

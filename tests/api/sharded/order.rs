@@ -132,20 +132,31 @@ async fn check_fifo_bound(shards: u32) -> usize {
     assert_eq!(claimed.len(), total);
     // For each job: the jobs enqueued wholly after it that were claimed
     // wholly before it.
-    let mut worst = 0;
+    let mut worst = (0, String::new());
     for (id, (_, enqueued_end)) in &enqueued {
         let (claim_start, _) = claimed[id];
-        let overtaken = enqueued
+        let overtakers: Vec<_> = enqueued
             .iter()
             .filter(|(other, (start, _))| *start > *enqueued_end && claimed[*other].1 < claim_start)
-            .count();
-        worst = worst.max(overtaken);
+            .map(|(other, span)| (other, span, claimed[other]))
+            .collect();
+        if overtakers.len() > worst.0 {
+            worst = (
+                overtakers.len(),
+                format!(
+                    "{id} enqueued {:?}, claimed {:?}; overtaken by (id, enqueued, claimed) {overtakers:?}",
+                    enqueued[id], claimed[id]
+                ),
+            );
+        }
     }
     assert!(
-        worst <= CLAIMERS * MAX_JOBS,
-        "a job was overtaken by {worst} jobs enqueued after it"
+        worst.0 <= CLAIMERS * MAX_JOBS,
+        "a job was overtaken by {} jobs enqueued after it: {}",
+        worst.0,
+        worst.1
     );
-    worst
+    worst.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
