@@ -5,12 +5,14 @@
 -- while it is still that token (or good already). A deletion that ran
 -- between the steps took the mark away, and the queue may not be listed:
 -- then nothing is made good, and the next write finds the queue
--- UNREGISTERED and lists it again.
+-- UNREGISTERED and lists it again. 'abandon' takes the mark away while
+-- it is still that token: the queue could not be listed (the limit on
+-- queues), and a refused write leaves nothing behind.
 -- KEYS: meta
--- ARGV[1] 'begin' or 'confirm', ARGV[2] the token
+-- ARGV[1] 'begin', 'confirm' or 'abandon', ARGV[2] the token
 -- Returns: for 'begin', the mark: 1 when it is good already, else the
 --   token to confirm; for 'confirm', 1, or 0 when it found another mark or
---   none.
+--   none; for 'abandon', 1 when it took the mark away, else 0.
 -- Errors: none; every outcome is in the reply.
 redis.register_function('listing_' .. VERSION, function(keys, argv)
   local q = queue_of('listing', keys, argv)
@@ -19,6 +21,11 @@ redis.register_function('listing_' .. VERSION, function(keys, argv)
     if mark then return mark end
     redis.call('HSET', q.meta, 'registered', argv[2])
     return argv[2]
+  end
+  if argv[1] == 'abandon' then
+    if mark ~= argv[2] then return 0 end
+    redis.call('HDEL', q.meta, 'registered')
+    return 1
   end
   if mark ~= argv[2] and mark ~= '1' then return 0 end
   redis.call('HSET', q.meta, 'registered', '1')

@@ -8,8 +8,11 @@
 //! - a connection that sent and was sent nothing for the idle timeout, a
 //!   keep-alive connection forgotten by its client.
 //!
-//! A request being answered is never cut: the timers run only while the
-//! server waits to read. On shutdown the listener stops and every
+//! The timers run only while the server waits to read. While a request is
+//! answered (its body read, its handler run, a long poll waiting) and on
+//! an HTTP/2 connection, the answer timeout holds instead: the idle
+//! timeout, and never less than the longest wait a request may ask for
+//! and the Redis timeout, so a long poll is never cut. On shutdown the listener stops and every
 //! connection is closed once its requests are answered.
 
 use std::io;
@@ -37,6 +40,8 @@ pub struct Limits {
     pub max_connections: usize,
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    /// See the module's doc: at least `idle_timeout`.
+    pub answer_timeout: Duration,
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then until the
@@ -175,7 +180,7 @@ impl Watched {
             }
         }
         match self.phase {
-            Phase::Frames | Phase::Answering => self.wait(self.limits.idle_timeout),
+            Phase::Frames | Phase::Answering => self.wait(self.limits.answer_timeout),
             Phase::Idle | Phase::Head => {
                 if self.phase == Phase::Idle {
                     self.phase = Phase::Head;
@@ -192,7 +197,7 @@ impl Watched {
                 self.tail[3 - keep..].copy_from_slice(&bytes[bytes.len() - keep..]);
                 if ended {
                     self.phase = Phase::Answering;
-                    self.wait(self.limits.idle_timeout);
+                    self.wait(self.limits.answer_timeout);
                 }
             }
         }
@@ -203,8 +208,10 @@ impl Watched {
         if self.phase == Phase::Answering {
             self.phase = Phase::Idle;
         }
-        if self.phase != Phase::Head {
-            self.wait(self.limits.idle_timeout);
+        match self.phase {
+            Phase::Head => {}
+            Phase::Idle => self.wait(self.limits.idle_timeout),
+            Phase::Frames | Phase::Answering => self.wait(self.limits.answer_timeout),
         }
     }
 }
@@ -289,6 +296,7 @@ mod tests {
             max_connections: 1,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            answer_timeout: Duration::from_secs(60),
         };
         Watched::new(server.expect("accepts").0, limits)
     }

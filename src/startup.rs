@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::{TcpListener, TcpSocket};
@@ -117,6 +118,10 @@ impl Application {
             max_connections: usize::try_from(state.config.max_connections).unwrap_or(usize::MAX),
             header_timeout: state.config.header_timeout(),
             idle_timeout: state.config.idle_timeout(),
+            answer_timeout: state
+                .config
+                .idle_timeout()
+                .max(Duration::from_millis(http::MAX_WAIT_MS) + state.config.redis_timeout()),
         };
         let served = serve::serve(listener, http::router(state), limits, async move {
             shutdown.cancelled().await;

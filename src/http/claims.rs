@@ -28,7 +28,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const LEASE_MS: std::ops::RangeInclusive<u64> = 100..=43_200_000;
-const MAX_WAIT_MS: u64 = 20_000;
 const MAX_ERROR_CHARS: usize = 2000;
 const MAX_ACKS: usize = 1000;
 const MAX_WORKER_CHARS: usize = 200;
@@ -111,7 +110,7 @@ pub async fn claim(
     if !(1..=100).contains(&max_jobs) {
         return Err(ApiError::validation("max_jobs", "must be 1 to 100"));
     }
-    if request.wait_ms > MAX_WAIT_MS {
+    if request.wait_ms > super::MAX_WAIT_MS {
         return Err(ApiError::validation("wait_ms", "must be 0 to 20000"));
     }
     if let Some(worker) = &request.worker

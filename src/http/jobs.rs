@@ -39,8 +39,6 @@ pub(super) fn check_delay(field: &str, delay_ms: u64) -> Result<()> {
     Ok(())
 }
 const MAX_BATCH: usize = 1000;
-/// The longest a read waits for a job to end.
-const MAX_WAIT_MS: u64 = 20_000;
 
 /// Checks a JSON value a client sends to be stored and read back (args, a
 /// result, a progress report): JSON every client can read back (bounded
@@ -429,7 +427,7 @@ pub async fn job(
     let (queue, id) = (path.queue.as_str(), path.id.as_str());
     let job = match query.wait_ms.unwrap_or(0) {
         0 => state.broker.job(queue, id).await?,
-        wait_ms if wait_ms <= MAX_WAIT_MS => {
+        wait_ms if wait_ms <= super::MAX_WAIT_MS => {
             let wait = Duration::from_millis(wait_ms);
             state
                 .broker

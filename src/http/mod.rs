@@ -34,6 +34,10 @@ use crate::queue::Broker;
 use error::{ApiError, ErrorCause};
 pub use openapi::{ApiDoc, document};
 
+/// The longest a request may wait (`wait_ms`): a long poll of a claim, or a
+/// read of a job waiting for it to end.
+pub const MAX_WAIT_MS: u64 = 20_000;
+
 /// What every handler can reach; cloned for every request, so one `Arc`.
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<AppContext>);

@@ -47,20 +47,24 @@ impl Broker {
                 self.registered_queues().insert(queue.to_owned());
                 return Ok(());
             }
+            let marks = |mode: &'static str| {
+                try_join_all(shards.shards.iter().zip(&begun).map(move |(shard, mark)| {
+                    let mut cmd = LIBRARY.call(Function::Listing, &shard.keys);
+                    cmd.arg(mode).arg(mark);
+                    async move { self.call::<i64>(&cmd).await }
+                }))
+            };
             let mut cmd = LIBRARY.call(Function::Register, &shards.home().keys);
             cmd.arg(queue).arg(self.config.max_queues);
-            self.call::<i64>(&cmd).await.map_err(|error| match error {
-                QueueError::LimitReached(_) => {
-                    QueueError::LimitReached("queues (PRIOQ_MAX_QUEUES)")
+            match self.call::<i64>(&cmd).await {
+                Ok(_) => {}
+                Err(QueueError::LimitReached(_)) => {
+                    marks("abandon").await?;
+                    return Err(QueueError::LimitReached("queues (PRIOQ_MAX_QUEUES)"));
                 }
-                error => error,
-            })?;
-            let confirmed = try_join_all(shards.shards.iter().zip(&begun).map(|(shard, mark)| {
-                let mut cmd = LIBRARY.call(Function::Listing, &shard.keys);
-                cmd.arg("confirm").arg(mark);
-                async move { self.call::<i64>(&cmd).await }
-            }))
-            .await?;
+                Err(error) => return Err(error),
+            }
+            let confirmed = marks("confirm").await?;
             if !confirmed.contains(&0) {
                 self.registered_queues().insert(queue.to_owned());
                 return Ok(());
