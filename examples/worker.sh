@@ -285,11 +285,17 @@ pending_token=""  # its lease token
 pending_result="" # its result ("" for none)
 sent=0           # claims sent that carry it
 failures=0
+claims=0         # claims made, for their request ids
+request_id=""    # the claim's request id, kept while the claim is retried
 while [ "$stopping" = 0 ]; do
-  body="$claim"
+  if [ -z "$request_id" ]; then
+    claims=$((claims + 1))
+    request_id="c$$-$RANDOM-$claims"
+  fi
+  body="$(jq -c --arg id "$request_id" '.request_id = $id' <<<"$claim")"
   if [ -n "$pending_id" ]; then
     # No wait: the ack's outcome comes back at once.
-    body="$(jq -c --argjson ack "$(ack_entry)" '.wait_ms = 0 | .ack = [$ack]' <<<"$claim")"
+    body="$(jq -c --argjson ack "$(ack_entry)" '.wait_ms = 0 | .ack = [$ack]' <<<"$body")"
     sent=$((sent + 1))
   fi
   idle=1
@@ -300,6 +306,7 @@ while [ "$stopping" = 0 ]; do
   case "$status" in
     200)
       failures=0
+      request_id=""
       if [ -n "$pending_id" ]; then
         report_ack
         pending_id=""
@@ -310,7 +317,8 @@ while [ "$stopping" = 0 ]; do
       ;;
     401) fatal "prioq refused the token ($(reason)); set PRIOQ_TOKEN to a valid API token" ;;
     000 | 5??)
-      # Then the same claim, with the same ack: the token is safe to resend.
+      # Then the same claim, request id and ack: a repeat answers the jobs
+      # a lost answer leased.
       [ "$stopping" = 0 ] || break
       failures=$((failures + 1))
       pause="$(backoff "$failures")"

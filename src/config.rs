@@ -125,7 +125,8 @@ pub struct Config {
     pub header_timeout_ms: u64,
 
     /// A connection that has sent and been answered nothing for this long
-    /// is closed; above the longest wait a request may ask for (20 s).
+    /// is closed. A request being answered (a long poll) is given at least
+    /// the longest wait it may ask for (20 s) and the Redis timeout.
     #[arg(long, env = "PRIOQ_IDLE_TIMEOUT_MS", default_value_t = 60_000,
           value_parser = clap::value_parser!(u64).range(1000..))]
     pub idle_timeout_ms: u64,

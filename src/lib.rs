@@ -4,9 +4,11 @@
 //!
 //! - [`http`]: the routes of the public contract by resource (`jobs`,
 //!   `claims`, `dlq`, `queues`, `settings`, `schedules`, `ops`), their JSON
-//!   types, and `error`: one [`http::error::ApiError`] rendered as RFC 9457
-//!   problems, plus the extractors whose rejections take that shape;
-//!   `openapi`: the generated document; `exposition`: `/metrics`, the
+//!   types; `error`: one [`http::error::ApiError`] rendered as RFC 9457
+//!   problems; `extract`: the extractors whose rejections take that shape;
+//!   the module itself builds the router with its layers (auth, the guard
+//!   that refuses cross-site and form requests, request ids); `params`:
+//!   the path segments, checked as parsed; `openapi`: the generated document; `exposition`: `/metrics`, the
 //!   recorded metrics and the queue gauges read at scrape time; `ui`: the
 //!   dashboard at `/ui`, static files from `ui/` that call the `/v1` API
 //!   from the browser.
@@ -15,8 +17,9 @@
 //!   the job operations; `settings`, `stats`, `paging` (the DLQ's and the
 //!   groups' pages), `sweep` (one sweep of a queue) and `schedules` (cron
 //!   patterns, fire times and the schedules' operations) the others, by
-//!   subject; the module itself keeps the `Broker` and the registry of
-//!   queues. `shards` knows which shards each queue has and routes every
+//!   subject; `registry` the list of queues (listing one before its first
+//!   write, the limit on queues, deleting a queue); the module itself
+//!   keeps the `Broker`. `shards` knows which shards each queue has and routes every
 //!   operation to its shards, merging their answers (a sharded claim in
 //!   `shards::claims`). `exchange` sends the concurrent enqueues, claims
 //!   and acks of a queue together (`lane`: group commit) as one call of
@@ -29,6 +32,8 @@
 //!   decoded job, `error` what can go wrong, `wake` the long-poll and
 //!   job-end wake-ups between instances, `counters` this instance's
 //!   counters per queue.
+//! - [`serve`]: the HTTP server under the router: at most so many
+//!   connections, each closed when its head is slow or it stays idle.
 //! - [`sweeper`]: the task every instance runs to take back expired leases,
 //!   promote due scheduled jobs, delete expired completed jobs and fire due
 //!   schedules.

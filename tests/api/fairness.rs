@@ -488,6 +488,14 @@ async fn invalid_settings_are_refused_naming_the_field_and_change_nothing() {
             "rate_limit.per_second",
         ),
         (
+            json!({"rate_limit": {"per_second": 0.0009, "burst": 1}}),
+            "rate_limit.per_second",
+        ),
+        (
+            json!({"group_rate_limit": {"per_second": 0.0009, "burst": 1}}),
+            "group_rate_limit.per_second",
+        ),
+        (
             json!({"rate_limit": {"per_second": 2, "burst": 0}}),
             "rate_limit.burst",
         ),

@@ -24,7 +24,9 @@ busy worker sends one request per job. A job failed is nacked with the
 exception's text and a retry delay of 1 s, 2 s, 4 s ... 1 min by attempt.
 While prioq or its Redis cannot be reached (network errors, 5xx), the
 worker backs off (0.5 s, 1 s, 2 s ... 30 s, with jitter) and sends the same
-claim again, with the same ack; an ack or a nack is tried five times.
+claim again, with the same ack and the same `request_id`: a repeat answers
+the jobs the lost answer leased, under the same leases, so none is left
+leased to nobody. An ack or a nack is tried five times.
 
 `run()` returns once the worker is stopped: by `stop()`, from any thread,
 or by SIGTERM or SIGINT, whose handlers `run()` installs while it runs
@@ -49,6 +51,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from functools import partial
 from http import HTTPStatus
@@ -176,12 +179,21 @@ class Worker:
         done: _Done | None = None  # the job finished last: acked with the next claim
         sent = 0  # claims sent that carry its ack
         failures = 0
+        request: ClaimRequest | None = None  # the claim to send, kept while it is retried
         while not self._stopping:
-            request = ClaimRequest(worker=self.name, lease_ms=self.lease_ms, max_jobs=1, wait_ms=self.wait_ms)
+            if request is None:
+                request = ClaimRequest(
+                    worker=self.name,
+                    lease_ms=self.lease_ms,
+                    max_jobs=1,
+                    wait_ms=self.wait_ms,
+                    request_id=uuid.uuid4().hex,
+                )
+                if done is not None:
+                    # No wait: the ack's outcome comes back at once.
+                    request.wait_ms = 0
+                    request.ack = [AckEntry(id=done.job_id, lease_token=done.token, result=done.result)]
             if done is not None:
-                # No wait: the ack's outcome comes back at once.
-                request.wait_ms = 0
-                request.ack = [AckEntry(id=done.job_id, lease_token=done.token, result=done.result)]
                 sent += 1
             try:
                 answer = self._claim(lines, request)
@@ -190,7 +202,8 @@ class Worker:
                 pause = _backoff_s(failures)
                 log.warning("backing off %.1f s: %s", pause, error)
                 self._pause(pause)
-                continue  # the same claim, with the same ack: its token is safe to resend
+                continue  # the same claim, request id and ack: a repeat answers what it leased
+            request = None
             if answer is None:
                 break
             failures = 0

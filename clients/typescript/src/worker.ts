@@ -171,9 +171,16 @@ export class Worker {
     let pending: AckEntry | null = null; // the job done last: acked with the next claim
     let sent = 0; // claims sent that carry it
     let failures = 0;
+    let retried: ClaimRequest | null = null; // a claim to send again, with its request id
     while (!stopping.aborted) {
-      // With an ack, no wait: the ack's outcome comes back at once.
-      const body: ClaimRequest = pending ? { ...claim, wait_ms: 0, ack: [pending] } : claim;
+      // With an ack, no wait: the ack's outcome comes back at once. A new
+      // request id per claim; a retry sends the same one.
+      const body: ClaimRequest = retried ?? {
+        ...claim,
+        request_id: globalThis.crypto.randomUUID(),
+        ...(pending ? { wait_ms: 0, ack: [pending] } : {}),
+      };
+      retried = null;
       if (pending) sent += 1;
       let jobs: JobView[];
       let acked: AckResult[] | null | undefined;
@@ -193,7 +200,8 @@ export class Worker {
         const delayMs = backoffMs(failures);
         this.#emit({ type: 'backingOff', delayMs, error: error.message });
         await pause(delayMs, stopping);
-        continue; // the same claim, with the same ack: the token is safe to resend
+        retried = body; // the same claim, request id and ack: a repeat answers what it leased
+        continue;
       }
       if (pending) {
         this.#settleAck(pending.id, acked?.[0], sent);

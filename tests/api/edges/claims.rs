@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::app::{configure, enqueue_many};
 use crate::support::clock::within;
+use crate::support::cluster::{ClusterConfig, shared_cluster};
 use crate::support::{
     RedisServer, TestApp, redis_connection, spawn_app, spawn_app_with, test_config,
 };
@@ -124,6 +125,13 @@ async fn a_repeated_claim_answers_the_same_jobs_and_acks_once() {
 async fn a_repeated_claim_on_a_sharded_queue_answers_the_same_jobs_and_acks_once() {
     let app = spawn_app().await;
     configure(&app, "q", json!({"shards": 4})).await;
+    repeat_answers_the_same(&app).await;
+}
+
+#[tokio::test]
+async fn a_repeated_claim_on_the_cluster_answers_the_same_jobs_and_acks_once() {
+    let app = spawn_app_with(shared_cluster().config()).await;
+    configure(&app, "q", json!({"shards": 3})).await;
     repeat_answers_the_same(&app).await;
 }
 
