@@ -76,15 +76,18 @@ impl QueueShards {
             .await?;
         // The rest, when a race left a first claim short: the shards with
         // jobs in line that were not picked, then those that gave all
-        // they were asked.
+        // they were asked. Not those, with a request id: a shard keeps one
+        // answer per request id, and asked again it answers the same jobs.
         let mut got = claimed.jobs.len();
         if !repeat && got < want {
+            let asked_again = |shard: usize| asks[shard] == 0 || entry.request_id.is_none();
             let mut rest: Vec<usize> = (0..lines.len())
                 .filter(|shard| {
                     lines[*shard].scores.len() > lines[*shard].taken.load(Ordering::Relaxed)
                 })
+                .filter(|shard| asked_again(*shard))
                 .collect();
-            for shard in (0..asks.len()).filter(|s| asks[*s] > 0) {
+            for shard in (0..asks.len()).filter(|s| asks[*s] > 0 && asked_again(*s)) {
                 if !rest.contains(&shard) {
                     rest.push(shard);
                 }
@@ -103,6 +106,9 @@ impl QueueShards {
                         got += part.jobs.len();
                         claimed.held = claimed.held.or(part.held);
                         claimed.jobs.extend(part.jobs);
+                    }
+                    Err(error) if error.may_have_run() && entry.request_id.is_some() => {
+                        return Err(unanswered_part(error));
                     }
                     Err(error) => tracing::debug!(shard, error = %error, "a shard's claim failed"),
                 }
@@ -164,6 +170,7 @@ impl QueueShards {
             ..Claimed::default()
         };
         let (mut applied, mut failure, mut acks_failed) = (false, None, false);
+        let mut may_have_leased = false;
         for (shard, outcome) in sent.iter().zip(outcomes) {
             match outcome {
                 Ok(part) => {
@@ -177,6 +184,7 @@ impl QueueShards {
                 Err(error) => {
                     tracing::debug!(shard, error = %error, "a shard's claim failed");
                     acks_failed |= !acks[*shard].0.is_empty();
+                    may_have_leased |= asks[*shard] > 0 && error.may_have_run();
                     failure.get_or_insert(error);
                 }
             }
@@ -189,9 +197,23 @@ impl QueueShards {
                 anyhow::Error::new(error)
                     .context("some shards' parts of the claim went through, others failed"),
             )),
+            // A part that may have leased jobs whose answer is lost: with a
+            // request id, the claim's repeat answers them, so it must be
+            // repeated; without, they come back when their leases end.
+            Some(error) if may_have_leased && entry.request_id.is_some() => {
+                Err(unanswered_part(error))
+            }
             Some(_) => Ok(claimed),
         }
     }
+}
+
+/// The error of a claim with a request id one of whose parts may have
+/// leased jobs without an answer: its repeat answers every part.
+fn unanswered_part(error: QueueError) -> QueueError {
+    QueueError::Unknown(anyhow::Error::new(error).context(
+        "a shard's part of the claim may have leased jobs whose answer was lost; repeat the claim with its request id",
+    ))
 }
 
 impl ClaimEntry {

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use prioq::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::app::{configure, enqueue_many};
 use crate::support::clock::within;
-use crate::support::cluster::{ClusterConfig, shared_cluster};
+use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{
     RedisServer, TestApp, redis_connection, spawn_app, spawn_app_with, test_config,
 };
@@ -136,41 +137,41 @@ async fn a_repeated_claim_on_the_cluster_answers_the_same_jobs_and_acks_once() {
 }
 
 /// Claims with request ids, each retried with its id until it is
-/// answered, while Redis drops every client connection every 100 ms: every
-/// job is acked, and none is left leased to nobody (the leases are long,
-/// so such a job would still be processing at the end).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
+/// answered, while every node drops every client connection every 100 ms
+/// (`urls`: the nodes of the Redis `config` talks to): every job is acked,
+/// and none is left leased to nobody (the leases are long, so such a job
+/// would still be processing at the end).
+async fn no_job_leased_to_nobody(mut config: Config, urls: Vec<String>) {
     const JOBS: usize = 400;
     const WORKERS: usize = 6;
-    let server = RedisServer::start();
-    let mut config = test_config();
-    config.redis_url = server.url();
     config.redis_timeout_ms = 1000;
     let app = Arc::new(spawn_app_with(config).await);
     enqueue_many(&app, "q", None, 1, "j", JOBS).await;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let killer = {
-        let (url, stop) = (server.url(), Arc::clone(&stop));
-        tokio::spawn(async move {
-            let mut redis = redis_connection(&url).await;
-            let mut kills = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let killed: redis::RedisResult<u64> = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("TYPE")
-                    .arg("normal")
-                    .arg("SKIPME")
-                    .arg("yes")
-                    .query_async(&mut redis)
-                    .await;
-                kills += u32::from(killed.is_ok_and(|n| n > 0));
-            }
-            kills
+    let killers: Vec<_> = urls
+        .into_iter()
+        .map(|url| {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut redis = redis_connection(&url).await;
+                let mut kills = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let killed: redis::RedisResult<u64> = redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("TYPE")
+                        .arg("normal")
+                        .arg("SKIPME")
+                        .arg("yes")
+                        .query_async(&mut redis)
+                        .await;
+                    kills += u32::from(killed.is_ok_and(|n| n > 0));
+                }
+                kills
+            })
         })
-    };
+        .collect();
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let app = Arc::clone(&app);
@@ -214,7 +215,10 @@ async fn workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
             .expect("worker");
     }
     stop.store(true, Ordering::Relaxed);
-    let kills = killer.await.expect("killer");
+    let mut kills = 0;
+    for killer in killers {
+        kills += killer.await.expect("killer");
+    }
     assert!(kills > 3, "the connections were killed {kills} times only");
     let stats = app.stats("q").await;
     assert_eq!(
@@ -223,4 +227,36 @@ async fn workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
         "jobs left leased to nobody: {stats}"
     );
     assert_eq!(acked, JOBS, "every job acked once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
+    let server = RedisServer::start();
+    let mut config = test_config();
+    config.redis_url = server.url();
+    no_job_leased_to_nobody(config, vec![server.url()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_sharded_queue_workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
+    let server = RedisServer::start();
+    let mut config = test_config();
+    config.redis_url = server.url();
+    let app = spawn_app_with(config.clone()).await;
+    configure(&app, "q", json!({"shards": 4})).await;
+    drop(app);
+    no_job_leased_to_nobody(config, vec![server.url()]).await;
+}
+
+/// The same on a cluster of its own (the cluster client must not resend a
+/// claim by itself after a dropped connection), on a queue split over its
+/// three primaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_workers_retrying_with_request_ids_leave_no_job_leased_to_nobody() {
+    let cluster = RedisCluster::start();
+    let config = cluster.config();
+    let app = spawn_app_with(config.clone()).await;
+    configure(&app, "q", json!({"shards": 3})).await;
+    drop(app);
+    no_job_leased_to_nobody(config, cluster.urls()).await;
 }

@@ -2,7 +2,7 @@
 //! clients"): Redis restarts and a full Redis, retry-safe claims,
 //! browsers from other sites, queues that come and go, bounded schedules,
 //! slow and idle connections, paging through ties, a failing queue's
-//! sweep.
+//! sweep, and what is warned of at start.
 
 mod browsers;
 mod claims;
@@ -13,6 +13,7 @@ mod queues;
 mod restart;
 mod schedules;
 mod sweeper;
+mod warnings;
 
 use reqwest::StatusCode;
 

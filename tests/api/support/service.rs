@@ -36,13 +36,24 @@ impl Service {
     /// environment `env` (`PRIOQ_*` settings), and waits until `/healthz`
     /// answers.
     pub(crate) async fn start_with(redis_url: &str, prefix: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_on("127.0.0.1", redis_url, prefix, env).await
+    }
+
+    /// Like [`Service::start_with`], listening on `ip` (`0.0.0.0`: every
+    /// address, loopback included, where the tests reach it).
+    pub(crate) async fn start_on(
+        ip: &str,
+        redis_url: &str,
+        prefix: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = TempDir::new("service");
         let log = dir.path.join("prioq.log");
         let port = free_port();
         let prefix = prefix.to_owned();
         let output = File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_prioq"))
-            .env("PRIOQ_LISTEN", format!("127.0.0.1:{port}"))
+            .env("PRIOQ_LISTEN", format!("{ip}:{port}"))
             .env("PRIOQ_REDIS_URL", redis_url)
             .env("PRIOQ_KEY_PREFIX", &prefix)
             .env("RUST_LOG", "info")
