@@ -208,12 +208,15 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     let retention = if args.retained == 0 {
         None
     } else {
-        let keys = QueueKeys::new(prefix, "bench-retained");
+        let queue = "bench-retained";
+        let keys = QueueKeys::new(prefix, queue);
         let plain =
-            raw::retained_bytes_per_job(&mut con, &keys, args.retained, &stored_body(), 0).await?;
+            raw::retained_bytes_per_job(&mut con, &keys, queue, args.retained, &stored_body(), 0)
+                .await?;
         let with_result = raw::retained_bytes_per_job(
             &mut con,
             &keys,
+            queue,
             args.retained,
             &stored_body(),
             RESULT_BYTES,
@@ -240,7 +243,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
     for &depth in &args.depths {
         let queue = format!("bench-d{}", depth_label(depth));
         let keys = QueueKeys::new(prefix, &queue);
-        raw::unlink_queue(&mut con, &keys).await?;
+        raw::fresh_queue(&mut con, &keys, &queue).await?;
         let m = prefill(&mut con, &raw_cons, &keys, depth).await?;
         println!(
             "# depth {}: prefilled in {:.1} s ({} jobs/s); {:.0} B/job, {:.0} B/job beyond the {PAYLOAD_BYTES}-byte payload",

@@ -186,13 +186,14 @@ pub async fn prefill(
 pub async fn retained_bytes_per_job(
     con: &mut MultiplexedConnection,
     keys: &QueueKeys,
+    queue: &str,
     n: usize,
     body: &[u8],
     result_bytes: usize,
 ) -> Result<f64> {
     const PER_CALL: usize = 100;
     const CALLS: usize = 20;
-    unlink_queue(con, keys).await?;
+    fresh_queue(con, keys, queue).await?;
     // A JSON string of that many bytes, quotes included.
     let result = (result_bytes > 0)
         .then(|| format!("\"{}\"", "r".repeat(result_bytes.saturating_sub(2))))
@@ -232,9 +233,34 @@ pub async fn retained_bytes_per_job(
     Ok(after.saturating_sub(before) as f64 / n as f64)
 }
 
+/// Makes `queue` (its `keys`) a new, empty queue on the list of queues, as
+/// prioq lists one before its first write: the functions refuse to write
+/// to a queue that is not listed.
+pub async fn fresh_queue(
+    con: &mut MultiplexedConnection,
+    keys: &QueueKeys,
+    queue: &str,
+) -> Result<()> {
+    unlink_queue(con, keys).await?;
+    redis::pipe()
+        .cmd("SADD")
+        .arg(keys.key(Key::Queues))
+        .arg(queue)
+        .ignore()
+        .cmd("HSET")
+        .arg(keys.key(Key::Meta))
+        .arg("registered")
+        .arg("1")
+        .ignore()
+        .query_async::<()>(con)
+        .await?;
+    Ok(())
+}
+
 pub async fn unlink_queue(con: &mut MultiplexedConnection, keys: &QueueKeys) -> Result<()> {
     let mut cmd = redis::cmd("UNLINK");
-    for key in Key::ALL {
+    // Not the list of queues, which the other queues are on.
+    for key in Key::ALL.into_iter().filter(|key| *key != Key::Queues) {
         cmd.arg(keys.key(key));
     }
     cmd.query_async::<i64>(con).await?;
