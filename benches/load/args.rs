@@ -94,6 +94,8 @@ pub struct Args {
     pub depths: Vec<u64>,
     pub ops: Vec<Op>,
     pub raw: bool,
+    /// Measure each part of the `exchange` function on its own.
+    pub functions: bool,
     pub http2: bool,
     pub h2_connections: usize,
     pub pin: bool,
@@ -125,6 +127,7 @@ cargo bench --bench load -- [flags]
   --ops LIST            of enqueue-single, enqueue-batch, claim-ack-single,
                         claim-ack-batch, e2e-single, worker-loop, e2e-batch
   --no-raw              skip the raw-Redis baseline
+  --no-functions        skip the parts of the exchange function, each on its own
   --no-http2            skip the HTTP/2 runs
   --h2-connections N    HTTP/2 connections the clients share (default 4)
   --no-pin              leave every process on every core (default with >= 2 cores:
@@ -182,6 +185,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         },
         ops: Op::ALL.to_vec(),
         raw: true,
+        functions: true,
         http2: true,
         h2_connections: 4,
         pin: true,
@@ -232,6 +236,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
                     .collect::<Result<_>>()?;
             }
             "--no-raw" => args.raw = false,
+            "--no-functions" => args.functions = false,
             "--no-http2" => args.http2 = false,
             "--h2-connections" => {
                 args.h2_connections = usize::try_from(parse_count(&value()?)?)?.clamp(1, 256);

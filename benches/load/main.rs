@@ -30,6 +30,8 @@
 //! - `keeper`: holds a queue's depth during a run.
 //! - `measure`: one run's window, its tasks' stats, its record.
 //! - `raw`: prioq's functions pipelined straight into Redis.
+//! - `functions`: each part of the `exchange` function on its own, at 1,
+//!   10 and 100 jobs per call: its Redis µs per job and Lua's share.
 //! - `http1`, `h2`: the lean HTTP/1.1 client and the HTTP/2 client.
 //! - `http_load`: what each HTTP client does per operation.
 //! - `long_poll`: wake-up latency across instances, idle long-poll cost.
@@ -45,6 +47,7 @@ mod common;
 mod args;
 mod bullmq;
 mod chart;
+mod functions;
 mod h2;
 mod http1;
 mod http_load;
@@ -237,6 +240,24 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         Some(r)
     };
 
+    let parts = if args.functions {
+        let parts = functions::measure(&mut con, prefix, &stored_body()).await?;
+        for p in &parts {
+            println!(
+                "# {} of {}: FCALL {:.2} µs/job, {:.2} in its commands, {:.2} Lua's own ({:.0}%)",
+                p.part,
+                p.jobs_per_call,
+                p.fcall_us_per_job,
+                p.commands_us_per_job,
+                p.lua_us_per_job,
+                100.0 * p.lua_share
+            );
+        }
+        parts
+    } else {
+        Vec::new()
+    };
+
     let addr_a = SocketAddr::from(([127, 0, 0, 1], port_a));
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut memory: Vec<MemoryResult> = Vec::new();
@@ -401,6 +422,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         cores,
         memory,
         retention,
+        functions: parts,
         runs,
         wake,
         idle,

@@ -12,7 +12,7 @@ use crate::report::{Results, depth_label, depths, find, human, op_label, path_la
 use Align::{Left, Right};
 
 /// Commands in `INFO commandstats` that do not run inside a function.
-const OUTSIDE_FUNCTIONS: [&str; 4] = ["fcall", "fcall_ro", "info", "ping"];
+pub const OUTSIDE_FUNCTIONS: [&str; 4] = ["fcall", "fcall_ro", "info", "ping"];
 
 pub fn markdown(results: &Results, args: &Args) -> String {
     let mut md = String::new();
@@ -44,6 +44,7 @@ pub fn markdown(results: &Results, args: &Args) -> String {
     bullmq_table(&mut md, results);
     details_table(&mut md, results);
     redis_time_table(&mut md, results);
+    parts_table(&mut md, results);
     let mut targets = Table::new([("target", Left), ("measured", Left), ("met", Left)]);
     for t in &results.targets {
         let met = match t.met {
@@ -417,4 +418,35 @@ fn redis_time_table(md: &mut String, results: &Results) {
         },
     );
     md.push_str(table.text());
+}
+
+/// What each part of the `exchange` function costs Redis per job, at 1, 10
+/// and 100 jobs per call, and Lua's own share of it.
+fn parts_table(md: &mut String, results: &Results) {
+    if results.functions.is_empty() {
+        return;
+    }
+    let mut table = Table::new([
+        ("part of `exchange`", Left),
+        ("jobs per call", Right),
+        ("`FCALL` µs/job", Right),
+        ("commands inside µs/job", Right),
+        ("Lua's own µs/job", Right),
+        ("Lua's share", Right),
+    ]);
+    for p in &results.functions {
+        table.row([
+            p.part.clone(),
+            p.jobs_per_call.to_string(),
+            format!("{:.2}", p.fcall_us_per_job),
+            format!("{:.2}", p.commands_us_per_job),
+            format!("{:.2}", p.lua_us_per_job),
+            pct(p.lua_share),
+        ]);
+    }
+    let _ = write!(
+        md,
+        "\nEach part of the `exchange` function on its own, called straight into Redis (`INFO commandstats`):\n\n{}",
+        table.text()
+    );
 }

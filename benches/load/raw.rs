@@ -43,7 +43,7 @@ pub async fn load_library(con: &mut MultiplexedConnection) -> Result<()> {
 /// Exchange calls in one pipeline, each with the requests it carries, so
 /// that the replies can be read as prioq reads them.
 #[derive(Default)]
-struct Calls {
+pub struct Calls {
     pipe: redis::Pipeline,
     entries: Vec<Vec<Exchange>>,
 }
@@ -51,9 +51,9 @@ struct Calls {
 /// What the calls of a pipeline did: the jobs leased, per call that
 /// claimed, and the acks that succeeded.
 #[derive(Default)]
-struct Outcome {
-    leases: Vec<Vec<Lease>>,
-    acked: u64,
+pub struct Outcome {
+    pub leases: Vec<Vec<Lease>>,
+    pub acked: u64,
 }
 
 impl Calls {
@@ -66,7 +66,7 @@ impl Calls {
 
     /// Adds one call of one enqueue of `n` fresh jobs, kept `retain_ms`
     /// once acked (`None`: the queue's default, none here).
-    fn enqueue(&mut self, keys: &QueueKeys, n: usize, body: &[u8], retain_ms: Option<u64>) {
+    pub fn enqueue(&mut self, keys: &QueueKeys, n: usize, body: &[u8], retain_ms: Option<u64>) {
         let jobs = (0..n)
             .map(|_| OutgoingJob {
                 id: record::new_id(),
@@ -83,7 +83,7 @@ impl Calls {
     }
 
     /// Adds one call of one claim for `max_jobs` that first acks `acks`.
-    fn claim(&mut self, keys: &QueueKeys, max_jobs: usize, acks: Vec<Ack>) {
+    pub fn claim(&mut self, keys: &QueueKeys, max_jobs: usize, acks: Vec<Ack>) {
         let claim = ClaimEntry {
             lease_ms: LEASE_MS,
             max_jobs: max_jobs as u32,
@@ -95,12 +95,12 @@ impl Calls {
     }
 
     /// Adds one call of one ack request.
-    fn ack(&mut self, keys: &QueueKeys, acks: Vec<Ack>) {
+    pub fn ack(&mut self, keys: &QueueKeys, acks: Vec<Ack>) {
         self.push(keys, vec![Exchange::Ack(Arc::new(acks))]);
     }
 
     /// Sends the pipeline and reads every call's answers.
-    async fn send(self, con: &mut MultiplexedConnection) -> Result<Outcome> {
+    pub async fn send(self, con: &mut MultiplexedConnection) -> Result<Outcome> {
         let replies: Vec<Value> = self.pipe.query_async(con).await?;
         let mut outcome = Outcome::default();
         for (entries, reply) in self.entries.iter().zip(replies) {

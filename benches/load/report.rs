@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::args::{Args, Op};
 use crate::bullmq::BullmqResult;
+use crate::functions::PartCost;
 use crate::jobs::{BATCH, PAYLOAD_BYTES, PRIORITY, TASK};
 use crate::long_poll::{IdleResult, WakeResult};
 use crate::measure::RunRecord;
@@ -69,6 +70,9 @@ pub struct Results {
     pub cores: BTreeMap<String, String>,
     pub memory: Vec<MemoryResult>,
     pub retention: Option<RetentionResult>,
+    /// The parts of the `exchange` function, each on its own.
+    #[serde(default)]
+    pub functions: Vec<PartCost>,
     pub runs: Vec<RunRecord>,
     pub wake: Option<WakeResult>,
     pub idle: Option<IdleResult>,
