@@ -3,13 +3,14 @@
 // backlog, like prioq's end-to-end loop), and one Worker whose processor
 // returns at once completes them.
 //
-//   node e2e.mjs [redis-url] [--variant priority|fifo] [--concurrency 64]
+//   node e2e.mjs [redis-url] [--variant priority|fifo|mix] [--concurrency 64]
 //                [--producers 32] [--duration 4] [--warmup 1]
 //
 // Each flag can also come from the environment: REDIS_URL, VARIANT,
 // CONCURRENCY, PRODUCERS, DURATION, WARMUP (seconds). `priority` gives every
 // job priority 1 (BullMQ's prioritized path, like prioq, which always orders
-// by priority); `fifo` gives none (BullMQ's plain wait list).
+// by priority); `fifo` gives none (BullMQ's plain wait list); `mix` spreads
+// the jobs evenly over ten priorities, 1 to 10 (the realistic mix).
 //
 // Prints {"event":"measuring"} when the measured window opens and
 // {"event":"measured"} when it closes, so the caller can read Redis's
@@ -40,7 +41,7 @@ function options() {
     duration: Number(flag('duration', 4)),
     warmup: Number(flag('warmup', 1)),
   };
-  if (!['priority', 'fifo'].includes(o.variant)) throw new Error(`unknown variant ${o.variant}`);
+  if (!['priority', 'fifo', 'mix'].includes(o.variant)) throw new Error(`unknown variant ${o.variant}`);
   for (const k of ['concurrency', 'producers', 'duration', 'warmup']) {
     if (!(o[k] >= 0) || (k !== 'warmup' && o[k] === 0)) throw new Error(`bad ${k}: ${o[k]}`);
   }
@@ -140,7 +141,8 @@ async function main() {
   const producer = async () => {
     while (running && (await credits.take())) {
       const start = performance.now();
-      await queue.add('bench', data, jobOptions);
+      const options = o.variant === 'mix' ? { ...jobOptions, priority: 1 + (added % 10) } : jobOptions;
+      await queue.add('bench', data, options);
       if (measuring) addLatency.push(performance.now() - start);
       added += 1;
     }

@@ -96,6 +96,8 @@ pub struct Args {
     pub raw: bool,
     /// Measure each part of the `exchange` function on its own.
     pub functions: bool,
+    /// Run the realistic mix.
+    pub mix: bool,
     pub http2: bool,
     pub h2_connections: usize,
     pub pin: bool,
@@ -128,6 +130,7 @@ cargo bench --bench load -- [flags]
                         claim-ack-batch, e2e-single, worker-loop, e2e-batch
   --no-raw              skip the raw-Redis baseline
   --no-functions        skip the parts of the exchange function, each on its own
+  --no-mix              skip the realistic mix (ten priorities, long-polling workers)
   --no-http2            skip the HTTP/2 runs
   --h2-connections N    HTTP/2 connections the clients share (default 4)
   --no-pin              leave every process on every core (default with >= 2 cores:
@@ -186,6 +189,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         ops: Op::ALL.to_vec(),
         raw: true,
         functions: true,
+        mix: true,
         http2: true,
         h2_connections: 4,
         pin: true,
@@ -237,6 +241,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             }
             "--no-raw" => args.raw = false,
             "--no-functions" => args.functions = false,
+            "--no-mix" => args.mix = false,
             "--no-http2" => args.http2 = false,
             "--h2-connections" => {
                 args.h2_connections = usize::try_from(parse_count(&value()?)?)?.clamp(1, 256);

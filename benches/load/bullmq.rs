@@ -19,7 +19,7 @@ use crate::redis_stats::{self, RedisCounters};
 pub const CONCURRENCY: usize = 64;
 /// BullMQ's two paths: priority 1 on every job (prioritized, like prioq,
 /// which always orders by priority), and none (the plain FIFO wait list).
-pub const VARIANTS: [&str; 2] = ["priority", "fifo"];
+pub const VARIANTS: [&str; 3] = ["priority", "fifo", "mix"];
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BullmqResult {
@@ -80,7 +80,7 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/bullmq")
 }
 
-/// Runs both variants; a missing or failing Node.js or npm makes the result
+/// Runs every variant; a missing or failing Node.js or npm makes the result
 /// "not run" with the reason, never an error of the bench.
 pub async fn run(args: &Args, pinning: &Pinning) -> BullmqResult {
     let mut result = BullmqResult {
@@ -204,13 +204,18 @@ async fn run_one(
     con: &mut redis::aio::MultiplexedConnection,
     redis_pid: u32,
 ) -> Result<BullmqRun> {
+    // The realistic mix has its own shape: as many producers as prioq's.
+    let producers = match variant {
+        "mix" => crate::mix::PRODUCERS,
+        _ => CONCURRENCY,
+    };
     let mut command = tokio::process::Command::from(pinning.command("node", Role::Load));
     command
         .arg(dir().join("e2e.mjs"))
         .arg(url)
         .args(["--variant", variant])
         .args(["--concurrency", &CONCURRENCY.to_string()])
-        .args(["--producers", &CONCURRENCY.to_string()])
+        .args(["--producers", &producers.to_string()])
         .args(["--warmup", &result.warmup_s.to_string()])
         .args(["--duration", &result.duration_s.to_string()])
         .stdin(Stdio::null())

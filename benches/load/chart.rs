@@ -151,7 +151,7 @@ where
     if !batched && args.concurrency.contains(&bullmq::CONCURRENCY) {
         // Diamonds: filled for the prioritized variant, hollow for FIFO.
         let corners = [(0, -6), (6, 0), (0, 6), (-6, 0), (0, -6)];
-        for b in &results.bullmq.runs {
+        for b in results.bullmq.runs.iter().filter(|b| b.variant != "mix") {
             let fill = if b.variant == "priority" {
                 BLACK
             } else {

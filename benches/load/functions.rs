@@ -10,7 +10,7 @@ use anyhow::{Result, ensure};
 use prioq::queue::store::keys::QueueKeys;
 use redis::aio::MultiplexedConnection;
 
-use crate::markdown::OUTSIDE_FUNCTIONS;
+use crate::mix::function_time;
 use crate::raw::{self, Calls, Lease};
 use crate::redis_stats::{self, RedisCounters};
 
@@ -183,14 +183,7 @@ fn cost(
     before: &RedisCounters,
     after: &RedisCounters,
 ) -> PartCost {
-    let fcall = (after.fcall.1 - before.fcall.1) as f64;
-    let commands: u64 = after
-        .commands
-        .iter()
-        .filter(|(name, _)| !OUTSIDE_FUNCTIONS.contains(&name.as_str()))
-        .map(|(name, (_, usec))| usec - before.commands.get(name).map_or(0, |c| c.1))
-        .sum();
-    let commands = commands as f64;
+    let (fcall, commands) = function_time(before, after);
     PartCost {
         part: part.name().to_owned(),
         jobs_per_call: n,

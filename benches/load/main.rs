@@ -30,6 +30,8 @@
 //! - `keeper`: holds a queue's depth during a run.
 //! - `measure`: one run's window, its tasks' stats, its record.
 //! - `raw`: prioq's functions pipelined straight into Redis.
+//! - `mix`: the realistic mix: ten priorities, 32 producers, 64
+//!   long-polling workers from an empty queue, in four variants.
 //! - `functions`: each part of the `exchange` function on its own, at 1,
 //!   10 and 100 jobs per call: its Redis µs per job and Lua's share.
 //! - `http1`, `h2`: the lean HTTP/1.1 client and the HTTP/2 client.
@@ -56,6 +58,7 @@ mod keeper;
 mod long_poll;
 mod markdown;
 mod measure;
+mod mix;
 mod neighbour;
 mod procs;
 mod raw;
@@ -329,6 +332,49 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         raw::unlink_queue(&mut con, &keys).await?;
     }
 
+    let mut mixes = Vec::new();
+    if args.mix {
+        let port_b = free_port();
+        let prioq_b = procs::start_prioq(&args, &pinning, port_b, &redis_url, prefix)?;
+        procs::wait_ready(&http_client, &format!("http://127.0.0.1:{port_b}")).await?;
+        let addr_b = SocketAddr::from(([127, 0, 0, 1], port_b));
+        let queue_keys = QueueKeys::new(prefix, mix::QUEUE);
+        for variant in mix::Variant::ALL {
+            raw::fresh_queue(&mut con, &queue_keys, mix::QUEUE).await?;
+            let (instances, pids) = match variant {
+                mix::Variant::TwoInstances => {
+                    (vec![addr_a, addr_b], vec![prioq_a.pid(), prioq_b.pid()])
+                }
+                _ => (vec![addr_a], vec![prioq_a.pid()]),
+            };
+            let m = mix::run(
+                &mut con,
+                variant,
+                instances,
+                &pids,
+                args.warmup,
+                args.duration,
+                runner.clk_tck,
+            )
+            .await?;
+            println!(
+                "# mix, {}: {} jobs/s, Redis CPU {:.1} µs/job, FCALL {:.1} µs/job ({:.1} in its commands, {:.1} Lua's own), prioq {:.1} µs/request, {:.2} requests/job, {} errors",
+                m.variant,
+                human(m.jobs_per_s),
+                m.redis_cpu_us_per_job,
+                m.fcall_us_per_job,
+                m.commands_us_per_job,
+                m.lua_us_per_job,
+                m.prioq_cpu_us_per_request,
+                m.requests_per_job,
+                m.errors
+            );
+            mixes.push(m);
+        }
+        raw::unlink_queue(&mut con, &queue_keys).await?;
+        drop(prioq_b);
+    }
+
     let mut wake = None;
     let mut idle = None;
     if args.wake_rounds > 0 || args.idle_polls > 0 {
@@ -423,6 +469,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         memory,
         retention,
         functions: parts,
+        mix: mixes,
         runs,
         wake,
         idle,

@@ -45,6 +45,7 @@ pub fn markdown(results: &Results, args: &Args) -> String {
     details_table(&mut md, results);
     redis_time_table(&mut md, results);
     parts_table(&mut md, results);
+    mix_table(&mut md, results);
     let mut targets = Table::new([("target", Left), ("measured", Left), ("met", Left)]);
     for t in &results.targets {
         let met = match t.met {
@@ -203,10 +204,10 @@ fn bullmq_table(md: &mut String, results: &Results) {
         ("cores", Left),
     ]);
     for r in &b.runs {
-        let variant = if r.variant == "priority" {
-            "prioritized (priority 1)"
-        } else {
-            "FIFO (no priority)"
+        let variant = match r.variant.as_str() {
+            "priority" => "prioritized (priority 1)",
+            "mix" => "ten priorities (the realistic mix)",
+            _ => "FIFO (no priority)",
         };
         table.row([
             "BullMQ".to_owned(),
@@ -447,6 +448,60 @@ fn parts_table(md: &mut String, results: &Results) {
     let _ = write!(
         md,
         "\nEach part of the `exchange` function on its own, called straight into Redis (`INFO commandstats`):\n\n{}",
+        table.text()
+    );
+}
+
+/// The realistic mix, by variant.
+fn mix_table(md: &mut String, results: &Results) {
+    if results.mix.is_empty() {
+        return;
+    }
+    let mut table = Table::new([
+        ("variant", Left),
+        ("jobs/s", Right),
+        ("requests/job", Right),
+        ("Redis CPU µs/job", Right),
+        ("`FCALL` µs/job", Right),
+        ("commands inside", Right),
+        ("Lua's own", Right),
+        ("prioq CPU µs/request", Right),
+        ("errors", Right),
+    ]);
+    for m in &results.mix {
+        table.row([
+            m.variant.clone(),
+            human(m.jobs_per_s),
+            format!("{:.2}", m.requests_per_job),
+            format!("{:.1}", m.redis_cpu_us_per_job),
+            format!("{:.1}", m.fcall_us_per_job),
+            format!("{:.1}", m.commands_us_per_job),
+            format!("{:.1}", m.lua_us_per_job),
+            format!("{:.1}", m.prioq_cpu_us_per_request),
+            m.errors.to_string(),
+        ]);
+    }
+    for b in results.bullmq.runs.iter().filter(|b| b.variant == "mix") {
+        table.row([
+            format!(
+                "BullMQ, ten priorities (c={}, {} producers)",
+                b.concurrency, b.producers
+            ),
+            human(b.jobs_per_s),
+            "–".to_owned(),
+            format!("{:.1}", b.redis_cpu_us_per_job),
+            format!("{:.1} (scripts)", b.redis_scripts_us_per_job),
+            "–".to_owned(),
+            "–".to_owned(),
+            "–".to_owned(),
+            b.failed.to_string(),
+        ]);
+    }
+    let _ = write!(
+        md,
+        "\nThe realistic mix: ten priorities spread evenly, {} producers posting single jobs, {} workers long-polling (`wait_ms` 1000), from an empty queue:\n\n{}",
+        crate::mix::PRODUCERS,
+        crate::mix::WORKERS,
         table.text()
     );
 }

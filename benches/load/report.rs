@@ -15,6 +15,7 @@ use crate::functions::PartCost;
 use crate::jobs::{BATCH, PAYLOAD_BYTES, PRIORITY, TASK};
 use crate::long_poll::{IdleResult, WakeResult};
 use crate::measure::RunRecord;
+use crate::mix::MixResult;
 use crate::neighbour::NeighbourResult;
 use crate::procs::Pinning;
 use crate::{chart, markdown, raw};
@@ -73,6 +74,9 @@ pub struct Results {
     /// The parts of the `exchange` function, each on its own.
     #[serde(default)]
     pub functions: Vec<PartCost>,
+    /// The realistic mix, by variant.
+    #[serde(default)]
+    pub mix: Vec<MixResult>,
     pub runs: Vec<RunRecord>,
     pub wake: Option<WakeResult>,
     pub idle: Option<IdleResult>,
