@@ -84,7 +84,7 @@ impl Job {
 }
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result}` (see `view` in `lua/library.lua`).
+/// progress, result}` (see `view` in `lua/lib/transitions.lua`).
 type RawView = (
     String,
     Vec<u8>,
@@ -132,7 +132,7 @@ fn decode_view(
 }
 
 /// A `leases` entry, `token:worker`, the token perhaps followed by `/` and
-/// a mark (see `lua/library.lua`).
+/// a mark (see `lua/lib/layout.lua`).
 fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
     let (token, worker) = entry.split_once(':')?;
     let token = token.split('/').next()?;

@@ -78,7 +78,7 @@ pub struct ClaimEntry {
     pub worker: String,
     /// Makes the claim safe to repeat: a repeat with the same id and
     /// worker answers what the first did (see `claim_all` in
-    /// `lua/claim.lua`).
+    /// `lua/lib/claim.lua`).
     pub request_id: Option<String>,
     /// Jobs to acknowledge first.
     pub acks: Vec<Ack>,
@@ -332,7 +332,7 @@ impl Batch for HeadsBatch {
 
 impl ClaimEntry {
     /// The field of the shard's `claims` that keeps this claim's answer,
-    /// when it has a request id: as `claim_field` in `lua/claim.lua`.
+    /// when it has a request id: as `claim_field` in `lua/lib/claim.lua`.
     pub(crate) fn field(&self) -> Option<String> {
         let id = self.request_id.as_ref()?;
         Some(format!("{}:{id}{}", id.len(), self.worker))

@@ -220,7 +220,7 @@ impl Object {
     }
 }
 
-/// The settings in `meta`, for the functions (see `lua/library.lua`'s
+/// The settings in `meta`, for the functions (see `lua/lib/meta.lua`'s
 /// `context`): per setting its field, kind and share, and per object the
 /// fields set together with their paths.
 pub fn lua_table() -> String {

@@ -12,7 +12,7 @@
 //! land on K different primaries of a cluster whose primaries hold equal
 //! ranges. A queue name cannot hold `#`, so no two queues share a key.
 
-/// One key of a queue; what each holds is in `lua/library.lua`.
+/// One key of a queue; what each holds is in `lua/lib/layout.lua`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Key {
     Pending,

@@ -17,13 +17,19 @@ use super::keys::{Key, QueueKeys};
 use super::{Call, Repeat};
 use crate::queue::settings;
 
-/// The files that define no function, loaded first: the helpers every
-/// function shares, then the parts of `exchange`.
-const PARTS: [&str; 4] = [
-    include_str!("../../../lua/library.lua"),
-    include_str!("../../../lua/ack.lua"),
-    include_str!("../../../lua/enqueue.lua"),
-    include_str!("../../../lua/claim.lua"),
+/// The files of `lua/lib/`, which define no function, loaded first in
+/// this order: the helpers every function shares by subject, then the
+/// parts of `exchange`.
+const PARTS: [&str; 9] = [
+    include_str!("../../../lua/lib/layout.lua"),
+    include_str!("../../../lua/lib/record.lua"),
+    include_str!("../../../lua/lib/meta.lua"),
+    include_str!("../../../lua/lib/fair.lua"),
+    include_str!("../../../lua/lib/transitions.lua"),
+    include_str!("../../../lua/lib/pages.lua"),
+    include_str!("../../../lua/lib/ack.lua"),
+    include_str!("../../../lua/lib/enqueue.lua"),
+    include_str!("../../../lua/lib/claim.lua"),
 ];
 
 /// Whether a function writes, and whether it may run while Redis is out
@@ -138,7 +144,7 @@ fn files() -> Vec<String> {
 }
 
 /// The table's keys and leading arguments, for the functions to name
-/// their keys by (see `queue_of` in `lua/library.lua`): `KEYS_OF[stem]`,
+/// their keys by (see `queue_of` in `lua/lib/layout.lua`): `KEYS_OF[stem]`,
 /// the fields of their keys in order, and `LEADING_OF[stem]`.
 fn lua_table() -> String {
     let mut keys = String::from("local KEYS_OF = {\n");

@@ -135,7 +135,7 @@ impl Redis {
                     }
                 }
                 Failure::Dropped if call.repeat == Repeat::Safe && !resent => resent = true,
-                _ => return Err(error.into()),
+                _ => return Err(after_resend(error.into(), resent)),
             }
         }
     }
@@ -152,6 +152,19 @@ impl Redis {
             }
             other => other,
         }
+    }
+}
+
+/// The error of a call: once it was resent after a dropped connection, a
+/// later refusal before running (Redis down, out of memory) does not tell
+/// that the first send did not run, so its effect is unknown.
+fn after_resend(error: QueueError, resent: bool) -> QueueError {
+    match error {
+        QueueError::Unavailable(_) | QueueError::Full(_) if resent => QueueError::Unknown(
+            anyhow::Error::new(error)
+                .context("resent after a dropped connection, which may have run it first"),
+        ),
+        error => error,
     }
 }
 
@@ -194,4 +207,23 @@ pub(crate) async fn bounded_by<T>(
                 "Redis did not answer within {limit:?}"
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_after_a_resend_leaves_the_effect_unknown() {
+        let down = || QueueError::Unavailable(anyhow::anyhow!("connection refused"));
+        assert!(after_resend(down(), true).may_have_run());
+        assert!(!after_resend(down(), false).may_have_run());
+        let full = QueueError::Full(anyhow::anyhow!("OOM"));
+        assert!(after_resend(full, true).may_have_run());
+        // What the function answered on the resend is the state now.
+        assert!(matches!(
+            after_resend(QueueError::NotFound, true),
+            QueueError::NotFound
+        ));
+    }
 }

@@ -128,7 +128,7 @@ fn read_text<'a>(rest: &mut &'a [u8], present: bool) -> Option<Option<&'a str>> 
 pub const TAG_SPAN: u64 = 1 << 44;
 
 /// The score of a job of class `priority` with arrival tag `tag` in a
-/// queue's `pending` set, as `score` in `lua/library.lua` makes it.
+/// queue's `pending` set, as `score` in `lua/lib/record.lua` makes it.
 pub fn score(priority: u8, tag: u64) -> f64 {
     f64::from(priority) + tag as f64 / TAG_SPAN as f64
 }

@@ -1,0 +1,168 @@
+-- prioq's Redis Functions library, its ground: the keys of a queue and
+-- what each holds, the score's constants, failing, naming a call's keys,
+-- Redis's clock.
+--
+-- lua/lib/ holds the parts every function shares, by subject, in the
+-- order they load: layout (this file), record, meta, fair (the fair order,
+-- caps and rates), transitions, pages; then the parts of `exchange` (ack,
+-- enqueue, claim). lua/ holds one file per function. The loader
+-- (src/queue/store/library.rs) puts `#!lua name=prioq_<version>`, `local
+-- VERSION = '<version>'` and the generated tables (each function's keys,
+-- the settings) in front of them, and loads the whole once per Redis
+-- primary: the helpers are defined at load, not on every call.
+--
+-- The keys of one queue, all in its hash slot. A function is given only
+-- the keys it uses, in the order its header lists them, and builds a table
+-- `q` of them by name:
+--   pending    zset   claimable jobs: id -> priority + tag * 2^-44
+--   scheduled  zset   id -> run_at (ms)
+--   processing zset   id -> lease deadline (ms)
+--   dead       zset   id -> dead_at (ms)
+--   jobs       hash   id -> record (below)
+--   leases     hash   id -> the job's lease: "token:worker" while it is
+--                     processing, "token/<retain ms>:worker" when it is
+--                     to be kept once acked, "token/done:worker" once it
+--                     is completed (the token that completed it)
+--   completed  zset   id -> the end of its retention (ms), for jobs acked
+--                     with retention
+--   results    hash   id -> "<completed_at ms>:<result JSON>" of completed
+--                     jobs ('' for no result)
+--   progress   hash   id -> the latest progress JSON its worker reported
+--   schedules  hash   name -> the schedule's definition (JSON, written and
+--                     read by prioq, opaque here)
+--   schedules:due  zset  name -> the schedule's next fire time (ms), for
+--                     schedules not paused
+--   schedules:runs hash  name -> its last fire time that made a job (ms)
+--   schedules:owed hash  in the home of a sharded queue: job id -> "<ms
+--                     owed since>:<schedule definition>" of each fire whose
+--                     job is still to be made in its shard (see `fire`)
+--   schedules:paid zset  in a shard: job id -> when a fire's job was made
+--                     there, kept a day, so a debt is never paid twice
+--   meta       hash   the queue's small state, read and written at most once
+--                     a call:
+--                     settings: paused, max_in_flight, rate_per_second,
+--                       rate_burst, group_max_in_flight, max_weight (the
+--                       largest weight)
+--                     floor: jobs handed out, for the bulk floor
+--                     tokens, at: the rate limit's bucket
+--                     v:<priority>: the class's virtual time, the tag it
+--                       last handed out
+--                     t:<priority>:<group>: the group's finish tag in the
+--                       class ('' is the group of jobs without one)
+--                     h:<priority>:<group>: the named group's head: its
+--                       job in pending for the class
+--                     b:<priority>: jobs of the class waiting in group sets
+--                     i:<group>: the named group's jobs processing; i: all
+--                       named groups' together
+--                     retain_ms: the retention of jobs enqueued without
+--                       one (a setting)
+--                     progress: the entries in `progress`, so that jobs
+--                       ending need not look there when it is empty
+--                     w: until when (ms) a wait for a job may be running
+--                       on some instance: ended jobs are published then
+--                     g:<group>: the named group's rate limit bucket,
+--                       "<tokens>:<at ms>"
+--                     throttled: the groups in `!throttled`
+--                     registered: 1 once the queue is on the list of
+--                       queues, in every shard (a token while it is being
+--                       put there, see `listing`); deleting: 1 while the
+--                       queue is being deleted (see `drop`)
+--                     shards: the number of shards the queue is split over
+--                       (absent: 1), in every shard; -k while a change
+--                       from k is under way (see `reshard`)
+--                     arrivals: in the home of a sharded queue, jobs
+--                       enqueued so far: their arrival numbers
+--   weights    hash   group -> weight, for the groups given one (others
+--                     weigh 1)
+--   groups     zset   group -> its jobs waiting, for every named group with
+--                     jobs waiting or processing
+-- and, for each named group g, `<group prefix>g`, a zset like pending that
+-- holds the group's waiting jobs other than its heads; and
+-- `<group prefix>!throttled`, a zset of the named groups held back by the
+-- group rate limit: group -> when its bucket holds a token again (ms). No
+-- group is named `!throttled`: group names are job ids. Group keys are
+-- named from the group inside the functions: they share the queue's hash
+-- tag, so they live in the slot of the declared keys.
+-- `q.wake` is the queue's wake-up channel, `<prefix>:{<queue>}:wake`, and
+-- `q.group_prefix` the prefix of its group keys (arguments, not keys). Its
+-- `done` channel, the same with `done` for `wake`, hears the ids of jobs
+-- that ended (acked, dead-lettered, deleted) while a wait may be running.
+-- Times are Redis TIME in milliseconds, never an instance's clock.
+--
+-- Fair order (start-time fair queuing). A job of group g entering class p
+-- gets the tag S = max(V[p], F[p:g]), V[p] being the class's virtual time
+-- and F[p:g] the group's finish tag, which becomes S + step / weight. A
+-- class serves jobs by tag, so groups with jobs waiting share it in
+-- proportion to their weights, and a group's own jobs keep their order.
+-- step is the largest weight configured (1 when none is): every increment
+-- is at least 1, so a group's tags strictly increase in the score; with
+-- one group and no weights the tags are 0, 1, 2...: arrival order.
+-- A named group has at most one job per class in pending, its head; the
+-- rest wait in its group set, and the head is refilled when it is claimed.
+-- A group at its cap (group_max_in_flight) has no head: a head met while
+-- its group is at the cap goes back to the group set, and heads come back
+-- when the group's jobs in flight drop below the cap. A group whose rate
+-- limit bucket (group_rate_limit) is empty is held back the same way, and
+-- gets its heads back when the bucket holds a token again: a claim (or a
+-- sweep) gives them back to the groups of `!throttled` whose time came.
+-- Jobs without a group go straight to pending and are not held back by
+-- group_max_in_flight or group_rate_limit.
+--
+-- A record is a header of unsigned varints (7 bits a byte, least
+-- significant first, the high bit set on every byte but a number's last):
+--   flags, priority, attempts, max_attempts, enqueued_at,
+--   ready_at - enqueued_at (when the job last became pending, or its run_at)
+-- then, when flags has bit 1, the last error, and when it has bit 2, the
+-- group: each its length (varint) and text; when it has bit 4, the
+-- retention once acked (ms, varint); when it has bit 8, the name of the
+-- schedule that made the job (length and text); then the body, which prioq
+-- writes and no function reads: the task's length in bytes (varint), the
+-- task, the args as sent.
+--
+-- Functions that add to pending may answer SEQUENCE_EXHAUSTED, always
+-- before they write anything (see `take_tags`). A Lua error does not undo
+-- the writes before it, so every check comes before the first write.
+
+-- A score's fraction holds 2^44 tag units next to an 8-bit priority: 8 + 44
+-- bits stay exact in a float64.
+local SPAN = 17592186044416
+local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
+local NONE = {}
+
+-- The names of a class's fields in `meta`, made once per class: a number
+-- turned into text costs a call to sprintf each time.
+local CLASS_FIELDS = {}
+
+local function fields_of(prio)
+  local fields = CLASS_FIELDS[prio]
+  if not fields then
+    fields = {vtime = 'v:' .. prio, tag = 't:' .. prio .. ':', head = 'h:' .. prio .. ':', backlog = 'b:' .. prio}
+    CLASS_FIELDS[prio] = fields
+  end
+  return fields
+end
+
+local function fail(code)
+  error({err = code})
+end
+
+-- The table `q` of a call of function `stem`: its keys by name, as the
+-- loader's KEYS_OF lists them (from the function table in
+-- src/queue/store/library.rs), and its leading arguments, LEADING_OF of
+-- them: the wake-up channel, then the group key prefix.
+local function queue_of(stem, keys, argv)
+  local q = {}
+  for i, name in ipairs(KEYS_OF[stem]) do
+    q[name] = keys[i]
+  end
+  local leading = LEADING_OF[stem]
+  if leading >= 1 then q.wake = argv[1] end
+  if leading >= 2 then q.group_prefix = argv[2] end
+  return q
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+

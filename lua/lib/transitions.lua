@@ -1,0 +1,297 @@
+-- Transitions: a job's end, pending, scheduled and dead, promotions,
+-- the job's view, leases, acks and a lease's end; settling a call.
+
+-- Jobs `ids` ended at `now` (acked, dead-lettered, deleted): their
+-- progress goes, and those waiting on them hear of it at `settle`.
+local function ended(c, ids, now)
+  if #ids == 0 then return end
+  if number(c, 'progress') > 0 then
+    add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
+  end
+  c.ended = c.ended or {}
+  for _, id in ipairs(ids) do
+    c.ended[#c.ended + 1] = id
+  end
+  c.ended_at = now
+end
+
+-- A number as `meta` keeps it: whole ones as integers (a quicker
+-- conversion), tags with a fraction exactly.
+local function number_text(n)
+  if n == math.floor(n) then return string.format('%d', n) end
+  return string.format('%.17g', n)
+end
+
+-- Writes back what the call changed, keeps each named group's count of
+-- jobs waiting, and wakes the long polls of every instance when pending
+-- went from empty to not empty: a claim waits only while nothing is
+-- claimable for it, so that edge, a resume and a freed slot are the only
+-- ones that need a message.
+local function settle(c)
+  local q = c.q
+  local sets, gone = {}, {}
+  for field in pairs(c.dirty) do
+    local value = c.meta[field]
+    if value == false then
+      gone[#gone + 1] = field
+    else
+      sets[#sets + 1] = field
+      sets[#sets + 1] = type(value) == 'number' and number_text(value) or value
+    end
+  end
+  if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
+  if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
+  for group, n in pairs(c.waiting_of or NONE) do
+    local waiting
+    if n ~= 0 then
+      waiting = tonumber(redis.call('ZINCRBY', q.groups, n, group))
+    else
+      waiting = tonumber(redis.call('ZSCORE', q.groups, group) or '0')
+    end
+    if waiting <= 0 and inflight(c, group) <= 0 then
+      redis.call('ZREM', q.groups, group)
+    elseif n == 0 and waiting == 0 then
+      redis.call('ZADD', q.groups, 'NX', 0, group)
+    end
+  end
+  if c.was_empty and redis.call('ZCARD', q.pending) > 0 then
+    redis.call('PUBLISH', q.wake, '')
+  end
+  if c.ended and number(c, 'w') >= c.ended_at then
+    redis.call('PUBLISH', string.sub(q.wake, 1, -5) .. 'done', table.concat(c.ended, ' '))
+  end
+end
+
+-- Makes jobs claimable behind the jobs waiting in their class (of their
+-- group): `moves` holds {id, job, ready} triples. Answers false, writing
+-- nothing, when a class's tags are used up.
+local function make_pending(c, moves)
+  if #moves == 0 then return true end
+  local prios, groups, fields, seen = {}, {}, {}, {}
+  for i, move in ipairs(moves) do
+    prios[i], groups[i] = move[2].prio, move[2].group or ''
+    want_tag_fields(fields, seen, prios[i], groups[i])
+  end
+  fetch(c, fields)
+  local tags = take_tags(c, prios, groups)
+  if not tags then return false end
+  local records, adds = {}, {}
+  for i, move in ipairs(moves) do
+    local id, job = move[1], move[2]
+    job.ready = move[3]
+    records[#records + 1] = id
+    records[#records + 1] = encode(job)
+    place(c, adds, id, job.prio, job.group, tags[i])
+  end
+  redis.call('HSET', c.q.jobs, unpack(records))
+  if #adds > 0 then redis.call('ZADD', c.q.pending, unpack(adds)) end
+  return true
+end
+
+local function make_scheduled(q, id, job, run_at)
+  job.ready = run_at
+  redis.call('HSET', q.jobs, id, encode(job))
+  redis.call('ZADD', q.scheduled, ms(run_at), id)
+end
+
+local function make_dead(q, id, job, now)
+  redis.call('HSET', q.jobs, id, encode(job))
+  redis.call('ZADD', q.dead, ms(now), id)
+end
+
+-- Moves up to `limit` scheduled jobs whose time has come to pending,
+-- earliest first; answers how many.
+local function promote_due(c, now, limit)
+  restore_throttled(c, now)
+  local q = c.q
+  local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local ids, moves = {}, {}
+  for i = 1, #due, 2 do
+    ids[#ids + 1] = due[i]
+  end
+  local records = redis.call('HMGET', q.jobs, unpack(ids))
+  for i, id in ipairs(ids) do
+    moves[i] = {id, decode(records[i]), tonumber(due[2 * i])}
+  end
+  if not make_pending(c, moves) then return 0 end
+  redis.call('ZREM', q.scheduled, unpack(ids))
+  return #ids
+end
+
+-- The reply for one job, in any state, as the Rust side parses it: {id,
+-- record, state, state time (run_at, lease deadline, dead_at or
+-- completed_at), lease entry, progress, result of a completed job ('' for
+-- none)}; false for each part the job does not have.
+local function job_reply(id, record, state, at, lease, progress, result)
+  return {id, record, state, at or false, lease or false, progress or false, result or false}
+end
+
+-- The reply for one job (see job_reply), read from wherever it is. Needs
+-- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
+-- q.results and q.progress.
+local function view(q, id)
+  local record = redis.call('HGET', q.jobs, id)
+  if not record then return false end
+  local state, at, result = 'pending', false, false
+  local member_score = redis.call('ZSCORE', q.processing, id)
+  if member_score then
+    state, at = 'processing', member_score
+  else
+    member_score = redis.call('ZSCORE', q.scheduled, id)
+    if member_score then
+      state, at = 'scheduled', member_score
+    else
+      member_score = redis.call('ZSCORE', q.dead, id)
+      if member_score then
+        state, at = 'dead', member_score
+      elseif redis.call('ZSCORE', q.completed, id) then
+        state = 'completed'
+        at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
+      end
+    end
+  end
+  return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result)
+end
+
+-- The token of a `leases` entry.
+local function token_of(lease)
+  return string.match(lease, '^([^:/]*)')
+end
+
+-- The mark of a `leases` entry: the retention (ms) of a job kept once
+-- acked, 'done' for a completed job, nil for neither.
+local function mark_of(lease)
+  local mark = string.match(lease, '^[^:/]*/([^:]*):')
+  return tonumber(mark) or mark
+end
+
+-- Checks that `token` is the job's current lease: answers the lease entry,
+-- or nil and LEASE_LOST or NOT_FOUND.
+local function current_lease(q, id, token)
+  local lease = redis.call('HGET', q.leases, id)
+  if not lease then
+    if redis.call('HEXISTS', q.jobs, id) == 1 then return nil, 'LEASE_LOST' end
+    return nil, 'NOT_FOUND'
+  end
+  if token_of(lease) ~= token or mark_of(lease) == 'done' then return nil, 'LEASE_LOST' end
+  return lease
+end
+
+-- Wakes the claims waiting for a slot when the queue's jobs in flight
+-- just dropped below max_in_flight (`before` of them were in flight).
+local function wake_if_slot_freed(c, before)
+  if c.settings.max_in_flight and before >= c.settings.max_in_flight and redis.call('ZCARD', c.q.processing) < c.settings.max_in_flight then
+    redis.call('PUBLISH', c.q.wake, '')
+  end
+end
+
+-- Acknowledges jobs at `now`: each one whose token is its current lease
+-- leaves processing and is deleted, or, when it is to be kept once acked,
+-- becomes completed with its result until its retention ends. The triples
+-- are argv[first], argv[first + 1], ... (id, token, result JSON or '').
+-- An ack with the token that completed a job answers 'OK' again. Answers
+-- one status per triple, in order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
+local function ack_all(c, argv, first, last, now)
+  local q = c.q
+  local ids = {}
+  for i = first, last, 3 do
+    ids[#ids + 1] = argv[i]
+  end
+  if #ids == 0 then return {} end
+  local leases = redis.call('HMGET', q.leases, unpack(ids))
+  -- `acked[id]`: the token of a job completed here, false for one deleted.
+  local statuses, acked, ending, gone, kept = {}, {}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    local lease, token = leases[i], argv[first + 3 * i - 2]
+    -- Acked earlier in this call: completed, or gone.
+    if acked[id] then lease = acked[id] .. '/done:' end
+    if acked[id] == false then
+      statuses[i] = 'NOT_FOUND'
+    elseif lease and token_of(lease) == token then
+      statuses[i] = 'OK'
+      local mark = mark_of(lease)
+      if mark ~= 'done' then
+        ending[#ending + 1] = id
+        if mark then
+          acked[id] = token
+          kept[#kept + 1] = {id, mark, argv[first + 3 * i - 1], lease}
+        else
+          acked[id] = false
+          gone[#gone + 1] = id
+        end
+      end
+    elseif lease or redis.call('HEXISTS', q.jobs, id) == 1 then
+      statuses[i] = 'LEASE_LOST'
+    else
+      statuses[i] = 'NOT_FOUND'
+    end
+  end
+  if #ending > 0 then
+    local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+    -- Only named groups count their jobs in flight; none in flight, none
+    -- to read.
+    if number(c, 'i:') > 0 then
+      for _, record in ipairs(redis.call('HMGET', q.jobs, unpack(ending))) do
+        leave_processing(c, record and group_of(record))
+      end
+    end
+    redis.call('ZREM', q.processing, unpack(ending))
+    if #gone > 0 then
+      redis.call('HDEL', q.leases, unpack(gone))
+      redis.call('HDEL', q.jobs, unpack(gone))
+    end
+    if #kept > 0 then
+      local until_, results, marks = {}, {}, {}
+      for _, job in ipairs(kept) do
+        local id, retain, result, lease = job[1], job[2], job[3], job[4]
+        until_[#until_ + 1] = ms(now + retain)
+        until_[#until_ + 1] = id
+        results[#results + 1] = id
+        results[#results + 1] = ms(now) .. ':' .. result
+        marks[#marks + 1] = id
+        marks[#marks + 1] = token_of(lease) .. '/done:' .. string.match(lease, '^[^:]*:(.*)$')
+      end
+      redis.call('ZADD', q.completed, unpack(until_))
+      redis.call('HSET', q.results, unpack(results))
+      redis.call('HSET', q.leases, unpack(marks))
+    end
+    ended(c, ending, now)
+    if in_flight then wake_if_slot_freed(c, in_flight) end
+  end
+  return statuses
+end
+
+-- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
+-- pending (or scheduled after `delay`), or to the DLQ when `bury` is set or
+-- its attempts are used up. `prio` (optional) moves it to another class;
+-- `error` (optional) becomes its last error. Answers the job's new state,
+-- or nil when its class's tags are used up (then nothing was written).
+local function end_lease(c, id, now, delay, bury, prio, error)
+  local q = c.q
+  local job = decode(redis.call('HGET', q.jobs, id))
+  job.attempts = job.attempts + 1
+  if prio then job.prio = prio end
+  if error then job.error = error end
+  local state = 'pending'
+  if bury or job.attempts >= job.max then
+    state = 'dead'
+  elseif delay > 0 then
+    state = 'scheduled'
+  elseif not make_pending(c, {{id, job, now}}) then
+    return nil
+  end
+  local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+  redis.call('ZREM', q.processing, id)
+  redis.call('HDEL', q.leases, id)
+  leave_processing(c, job.group)
+  if state == 'dead' then
+    make_dead(q, id, job, now)
+    ended(c, {id}, now)
+  elseif state == 'scheduled' then
+    make_scheduled(q, id, job, now + delay)
+  end
+  if in_flight then wake_if_slot_freed(c, in_flight) end
+  return state
+end
+
