@@ -8,10 +8,10 @@
 //!   problems; `extract`: the extractors whose rejections take that shape;
 //!   the module itself builds the router with its layers (auth, the guard
 //!   that refuses cross-site and form requests, request ids); `params`:
-//!   the path segments, checked as parsed; `openapi`: the generated document; `exposition`: `/metrics`, the
-//!   recorded metrics and the queue gauges read at scrape time; `ui`: the
-//!   dashboard at `/ui`, static files from `ui/` that call the `/v1` API
-//!   from the browser.
+//!   the path segments, checked as parsed; `openapi`: the generated
+//!   document; `exposition`: `/metrics`, the recorded metrics and the
+//!   queue gauges read at scrape time; `ui`: the dashboard at `/ui`,
+//!   static files from `ui/` that call the `/v1` API from the browser.
 //! - [`queue`]: the queue's semantics over Redis, one method per operation
 //!   on [`queue::Broker`], each one call of a Redis function. `jobs` holds
 //!   the job operations; `settings`, `stats`, `paging` (the DLQ's and the
@@ -19,15 +19,16 @@
 //!   patterns, fire times and the schedules' operations) the others, by
 //!   subject; `registry` the list of queues (listing one before its first
 //!   write, the limit on queues, deleting a queue); the module itself
-//!   keeps the `Broker`. `shards` knows which shards each queue has and routes every
-//!   operation to its shards, merging their answers (a sharded claim in
-//!   `shards::claims`). `exchange` sends the concurrent enqueues, claims
+//!   keeps the `Broker`. `shards` knows which shards each queue has and
+//!   routes every operation to its shards, merging their answers (a
+//!   sharded claim in `shards::claims`). `exchange` sends the concurrent enqueues, claims
 //!   and acks of a queue together (`lane`: group commit) as one call of
 //!   the `exchange` function, whose layout `wire` writes and reads.
 //!   [`queue::store`] is the Redis side: `connection` (one Redis or a
 //!   cluster), `library` (`lua/` put together as a versioned Redis
 //!   Functions library, one table of its functions, loaded where it is
-//!   missing), `keys` (every key, the shards of a sharded queue included,
+//!   missing; its Lua in `lua/`, one file per function, and `lua/lib/`,
+//!   the parts they share by subject), `keys` (every key, the shards of a sharded queue included,
 //!   and a job's shard) and `record` (a job's stored form). `job` is the
 //!   decoded job, `error` what can go wrong, `wake` the long-poll and
 //!   job-end wake-ups between instances, `counters` this instance's

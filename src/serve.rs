@@ -12,8 +12,9 @@
 //! answered (its body read, its handler run, a long poll waiting) and on
 //! an HTTP/2 connection, the answer timeout holds instead: the idle
 //! timeout, and never less than the longest wait a request may ask for
-//! and the Redis timeout, so a long poll is never cut. On shutdown the listener stops and every
-//! connection is closed once its requests are answered.
+//! and the Redis timeout, so a long poll is never cut. On shutdown the
+//! listener stops and every connection is closed once its requests are
+//! answered.
 
 use std::io;
 use std::pin::Pin;

@@ -4,7 +4,7 @@
 //! retry so leave no job leased to nobody.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use prioq::config::Config;
@@ -15,7 +15,7 @@ use crate::support::app::{configure, enqueue_many};
 use crate::support::clock::within;
 use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{
-    RedisServer, TestApp, redis_connection, spawn_app, spawn_app_with, test_config,
+    RedisServer, TestApp, redis_connection, spawn_app, spawn_app_with, test_config, until,
 };
 
 fn leases(answer: &Value) -> Vec<(String, String)> {
@@ -140,19 +140,24 @@ async fn a_repeated_claim_on_the_cluster_answers_the_same_jobs_and_acks_once() {
 /// answered, while every node drops every client connection every 100 ms
 /// (`urls`: the nodes of the Redis `config` talks to): every job is acked,
 /// and none is left leased to nobody (the leases are long, so such a job
-/// would still be processing at the end).
+/// would still be processing at the end). The claims wait for the kills to
+/// keep up (one kill per `CLAIMS_PER_KILL` claims), so every run has them
+/// all along, however fast it goes.
 async fn no_job_leased_to_nobody(mut config: Config, urls: Vec<String>) {
     const JOBS: usize = 400;
     const WORKERS: usize = 6;
+    const CLAIMS_PER_KILL: u32 = 30;
     config.redis_timeout_ms = 1000;
     let app = Arc::new(spawn_app_with(config).await);
     enqueue_many(&app, "q", None, 1, "j", JOBS).await;
 
     let stop = Arc::new(AtomicBool::new(false));
+    let all_kills = Arc::new(AtomicU32::new(0));
+    let claims = Arc::new(AtomicU32::new(0));
     let killers: Vec<_> = urls
         .into_iter()
         .map(|url| {
-            let stop = Arc::clone(&stop);
+            let (stop, all_kills) = (Arc::clone(&stop), Arc::clone(&all_kills));
             tokio::spawn(async move {
                 let mut redis = redis_connection(&url).await;
                 let mut kills = 0u32;
@@ -166,7 +171,10 @@ async fn no_job_leased_to_nobody(mut config: Config, urls: Vec<String>) {
                         .arg("yes")
                         .query_async(&mut redis)
                         .await;
-                    kills += u32::from(killed.is_ok_and(|n| n > 0));
+                    if killed.is_ok_and(|n| n > 0) {
+                        kills += 1;
+                        all_kills.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 kills
             })
@@ -174,10 +182,16 @@ async fn no_job_leased_to_nobody(mut config: Config, urls: Vec<String>) {
         .collect();
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
-            let app = Arc::clone(&app);
+            let (app, all_kills, claims) =
+                (Arc::clone(&app), Arc::clone(&all_kills), Arc::clone(&claims));
             tokio::spawn(async move {
                 let mut acked = 0;
                 for n in 0.. {
+                    let claim = claims.fetch_add(1, Ordering::Relaxed);
+                    until(Duration::from_secs(30), "the connection kills", || async {
+                        all_kills.load(Ordering::Relaxed) * CLAIMS_PER_KILL >= claim
+                    })
+                    .await;
                     let body = json!({"max_jobs": 3, "worker": format!("w{w}"), "request_id": format!("w{w}-{n}"), "lease_ms": 120_000});
                     let jobs = loop {
                         let answer = app.post(app.queue_url("q", "/claim"), body.clone()).await;
