@@ -37,8 +37,8 @@ local function exchange(keys, argv)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
   if #claims > 0 then
-    promote_due(c, now, tonumber(argv[3]))
-    limited, wait_ms = claim_all(c, argv, claims, now, tonumber(argv[4]), argv[5], statuses, claimed)
+    promote_due(c, now, int_of(argv[3]))
+    limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
   return {now, statuses, enqueued, claimed, limited, wait_ms}

@@ -461,6 +461,7 @@ fn mix_table(md: &mut String, results: &Results) {
         ("variant", Left),
         ("jobs/s", Right),
         ("requests/job", Right),
+        ("function calls/job", Right),
         ("Redis CPU µs/job", Right),
         ("`FCALL` µs/job", Right),
         ("commands inside", Right),
@@ -473,6 +474,7 @@ fn mix_table(md: &mut String, results: &Results) {
             m.variant.clone(),
             human(m.jobs_per_s),
             format!("{:.2}", m.requests_per_job),
+            format!("{:.2}", m.fcalls_per_job),
             format!("{:.1}", m.redis_cpu_us_per_job),
             format!("{:.1}", m.fcall_us_per_job),
             format!("{:.1}", m.commands_us_per_job),
@@ -488,6 +490,7 @@ fn mix_table(md: &mut String, results: &Results) {
                 b.concurrency, b.producers
             ),
             human(b.jobs_per_s),
+            "–".to_owned(),
             "–".to_owned(),
             format!("{:.1}", b.redis_cpu_us_per_job),
             format!("{:.1} (scripts)", b.redis_scripts_us_per_job),

@@ -70,6 +70,9 @@ pub struct MixResult {
     pub variant: String,
     pub jobs_per_s: f64,
     pub requests_per_job: f64,
+    /// Function calls (`FCALL`) per job: how well the group commit gathers.
+    #[serde(default)]
+    pub fcalls_per_job: f64,
     pub redis_cpu_us_per_job: f64,
     pub fcall_us_per_job: f64,
     pub commands_us_per_job: f64,
@@ -286,6 +289,7 @@ pub async fn run(
         variant: variant.name().to_owned(),
         jobs_per_s: jobs / seconds,
         requests_per_job: requests / jobs,
+        fcalls_per_job: (after.fcall.0 - before.fcall.0) as f64 / jobs,
         redis_cpu_us_per_job: (after.cpu_us - before.cpu_us) as f64 / jobs,
         fcall_us_per_job: fcall / jobs,
         commands_us_per_job: commands / jobs,

@@ -12,7 +12,7 @@
 -- Reads the section that starts at `at` into `acks` (id, token, result
 -- triples). Answers where the next section starts.
 local function read_acks(argv, at, acks)
-  local last = at + 3 * tonumber(argv[at])
+  local last = at + 3 * int_of(argv[at])
   for i = at + 1, last do
     acks[#acks + 1] = argv[i]
   end

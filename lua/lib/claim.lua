@@ -136,10 +136,10 @@ end
 -- result triples) start and end. Answers those and where the next section
 -- starts.
 local function read_claims(argv, at)
-  local requests, count = {}, tonumber(argv[at])
+  local requests, count = {}, int_of(argv[at])
   at = at + 1
   for r = 1, count do
-    local n = tonumber(argv[at + 4])
+    local n = int_of(argv[at + 4])
     requests[r] = {
       at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
       -- Filled by `claim_all`: its jobs {id, record, token, deadline}.
@@ -216,7 +216,7 @@ end
 local function hand_out(c, argv, list, now, ppm, token_prefix)
   local q, wanted = c.q, 0
   for _, request in ipairs(list) do
-    wanted = wanted + tonumber(argv[request.at + 1])
+    wanted = wanted + int_of(argv[request.at + 1])
   end
 
   -- What the queue's settings let out now.
@@ -254,20 +254,26 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   end
 
   -- The jobs go to the requests in turn, each up to its max_jobs.
-  local deadlines, leases, next = {}, {}, 1
+  -- Requests of one lease length share their deadline's text.
+  local deadlines, leases, next, deadline_of, pair = {}, {}, 1, {}, 0
   for _, request in ipairs(list) do
     local at = request.at
-    local deadline, worker = ms(now + tonumber(argv[at])), request.worker
-    local count = math.min(tonumber(argv[at + 1]), #taken - next + 1)
+    local lease_ms, worker, jobs = argv[at], request.worker, request.jobs
+    local deadline = deadline_of[lease_ms]
+    if not deadline then
+      deadline = ms(now + int_of(lease_ms))
+      deadline_of[lease_ms] = deadline
+    end
+    local count = math.min(int_of(argv[at + 1]), #taken - next + 1)
     for n = next, next + count - 1 do
       c.leased = c.leased + 1
-      local id, token = taken[n], token_prefix .. '-' .. c.leased
+      local id, token = taken[n], token_prefix .. '-' .. decimal(c.leased)
       local retain = retain_of(records[n])
-      deadlines[#deadlines + 1] = deadline
-      deadlines[#deadlines + 1] = id
-      leases[#leases + 1] = id
-      leases[#leases + 1] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
-      request.jobs[#request.jobs + 1] = {id, records[n], token, deadline}
+      pair = pair + 2
+      deadlines[pair - 1], deadlines[pair] = deadline, id
+      leases[pair - 1] = id
+      leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
+      jobs[#jobs + 1] = {id, records[n], token, deadline}
     end
     next = next + count
   end
@@ -355,7 +361,7 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
     end
     -- Kept: what applied acks or leased jobs.
     if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then
-      remember(c, request, argv, now + tonumber(argv[request.at]))
+      remember(c, request, argv, now + int_of(argv[request.at]))
     end
   end
   return limited, wait_ms

@@ -21,15 +21,15 @@ local PER_JOB = 8
 -- due now read. Answers those and where the next section starts.
 local function read_enqueues(argv, at)
   local requests, ids, fields, seen = {}, {}, {}, {}
-  local count = tonumber(argv[at])
+  local count = int_of(argv[at])
   at = at + 1
   for r = 1, count do
-    local jobs = tonumber(argv[at])
+    local jobs = int_of(argv[at])
     requests[r] = {first = at + 1, count = jobs, n = #ids}
     for i = 0, jobs - 1 do
       local base = at + 1 + PER_JOB * i
       ids[#ids + 1] = argv[base]
-      if argv[base + 2] == '0' then want_tag_fields(fields, seen, tonumber(argv[base + 1]), argv[base + 4]) end
+      if argv[base + 2] == '0' then want_tag_fields(fields, seen, int_of(argv[base + 1]), argv[base + 4]) end
     end
     at = at + 1 + PER_JOB * jobs
   end
@@ -50,7 +50,7 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
       if not known[request.n + i + 1] and not w.created[id] and not fresh[id] then
         fresh[id] = base
         if argv[base + 2] == '0' then
-          prios[#prios + 1], groups[#groups + 1] = tonumber(argv[base + 1]), argv[base + 4]
+          prios[#prios + 1], groups[#groups + 1] = int_of(argv[base + 1]), argv[base + 4]
           arrivals[#prios] = tonumber(argv[base + 7])
         end
       end
@@ -66,9 +66,9 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
       local id = argv[base]
       if fresh[id] == base then
         w.created[id] = true
-        local prio, delay, max = tonumber(argv[base + 1]), tonumber(argv[base + 2]), tonumber(argv[base + 3])
+        local prio, delay, max = int_of(argv[base + 1]), int_of(argv[base + 2]), int_of(argv[base + 3])
         local group = argv[base + 4] ~= '' and argv[base + 4] or nil
-        local retain = tonumber(argv[base + 5]) or c.settings.retain_ms
+        local retain = int_of(argv[base + 5]) or c.settings.retain_ms
         -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
         -- group, retention, schedule (`c.schedule`: set by `fire`)
         records[#records + 1] = id

@@ -147,18 +147,11 @@ local function fail(code)
 end
 
 -- The table `q` of a call of function `stem`: its keys by name, as the
--- loader's KEYS_OF lists them (from the function table in
--- src/queue/store/library.rs), and its leading arguments, LEADING_OF of
--- them: the wake-up channel, then the group key prefix.
+-- loader's QUEUE_OF names them (from the function table in
+-- src/queue/store/library.rs), and its leading arguments: the wake-up
+-- channel, then the group key prefix.
 local function queue_of(stem, keys, argv)
-  local q = {}
-  for i, name in ipairs(KEYS_OF[stem]) do
-    q[name] = keys[i]
-  end
-  local leading = LEADING_OF[stem]
-  if leading >= 1 then q.wake = argv[1] end
-  if leading >= 2 then q.group_prefix = argv[2] end
-  return q
+  return QUEUE_OF[stem](keys, argv)
 end
 
 local function now_ms()

@@ -7,28 +7,23 @@
 -- entries of `progress`, until when a wait may run.
 local STATE = {'max_weight', 'floor', 'i:', 'progress', 'w', 'throttled', 'registered', 'deleting'}
 
--- What one call knows of the queue's `meta` hash: the fields it read,
--- those it changed (false deletes one), written back once by `settle`;
--- and the queue's settings, as the loader's SETTINGS (from the table in
--- src/queue/settings/table.rs) lists them, by field in `settings`. Reads
--- the settings, the STATE fields and the `more` fields in one HMGET.
-local function context(q, more)
-  local fields = {}
-  for i, setting in ipairs(SETTINGS) do
-    fields[i] = setting.field
-  end
-  for _, list in ipairs({STATE, more or NONE}) do
-    for _, field in ipairs(list) do
-      fields[#fields + 1] = field
-    end
-  end
-  local values = redis.call('HMGET', q.meta, unpack(fields))
-  local meta = {}
-  for i, field in ipairs(fields) do
-    meta[field] = values[i]
-  end
-  -- A shard of a queue split over k enforces its share of the caps and
-  -- of the rate limit (frozen shards, mid-change, hold -k).
+-- The fields every call reads, once: the settings, as the loader's
+-- SETTINGS (from the table in src/queue/settings/table.rs) lists them,
+-- then STATE.
+-- (Made at load, where Redis gives a library none of Lua's base
+-- functions: no `ipairs`, no `tonumber`.)
+local CONTEXT_FIELDS = {}
+for i = 1, #SETTINGS do
+  CONTEXT_FIELDS[i] = SETTINGS[i].field
+end
+for i = 1, #STATE do
+  CONTEXT_FIELDS[#SETTINGS + i] = STATE[i]
+end
+
+-- The settings a shard enforces, from the fields' values by field of
+-- `meta`. A shard of a queue split over k enforces its share of the caps
+-- and of the rate limit (frozen shards, mid-change, hold -k).
+local function parse_settings(meta)
   local k = math.abs(tonumber(meta.shards) or 1)
   local settings = {}
   for _, setting in ipairs(SETTINGS) do
@@ -45,11 +40,52 @@ local function context(q, more)
     end
     settings[setting.field] = value
   end
+  return settings
+end
+
+-- Parsed settings by their fields' values joined: a queue's settings
+-- rarely change, and every call needs them. At most SETTINGS_KEPT sets
+-- are kept (then the cache starts over); `SETTINGS_KEY` is the scratch
+-- table the key is joined in. The tables are shared: read, never changed.
+local SETTINGS_OF, SETTINGS_KEPT, settings_kept, SETTINGS_KEY = {}, 256, 0, {}
+
+local function settings_of(meta, values)
+  for i = 1, #SETTINGS do
+    SETTINGS_KEY[i] = values[i] or ''
+  end
+  local key = table.concat(SETTINGS_KEY, ',', 1, #SETTINGS)
+  local settings = SETTINGS_OF[key]
+  if not settings then
+    settings = parse_settings(meta)
+    if settings_kept >= SETTINGS_KEPT then SETTINGS_OF, settings_kept = {}, 0 end
+    SETTINGS_OF[key], settings_kept = settings, settings_kept + 1
+  end
+  return settings
+end
+
+-- What one call knows of the queue's `meta` hash: the fields it read,
+-- those it changed (false deletes one), written back once by `settle`;
+-- and the queue's settings, by field in `settings`. Reads the
+-- CONTEXT_FIELDS and the `more` fields in one HMGET.
+local function context(q, more)
+  local fields = CONTEXT_FIELDS
+  if more and #more > 0 then
+    fields = {unpack(CONTEXT_FIELDS)}
+    local n = #fields
+    for i = 1, #more do
+      fields[n + i] = more[i]
+    end
+  end
+  local values = redis.call('HMGET', q.meta, unpack(fields))
+  local meta = {}
+  for i = 1, #fields do
+    meta[fields[i]] = values[i]
+  end
   return {
     q = q,
     meta = meta,
     dirty = {},
-    settings = settings,
+    settings = settings_of(meta, values),
     step = tonumber(meta.max_weight) or 1,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.

@@ -7,6 +7,37 @@ local function ms(n)
   return string.format('%d', n)
 end
 
+-- The number a decimal argument holds ('' and other non-numbers: nil).
+-- Arguments repeat the same few values (counts, priorities, delays,
+-- lease lengths), and Lua parses each with strtod: parsed once, up to
+-- INTS_KEPT of them are kept for the library's life.
+local INTS, INTS_KEPT, ints_kept = {}, 4096, 0
+
+local function int_of(text)
+  local n = INTS[text]
+  if n == nil then
+    n = tonumber(text) or false
+    if ints_kept < INTS_KEPT then
+      INTS[text] = n
+      ints_kept = ints_kept + 1
+    end
+  end
+  return n or nil
+end
+
+-- A small whole number as text: Lua turns a number into text with
+-- sprintf; those below DECIMALS_KEPT are made once each.
+local DECIMALS, DECIMALS_KEPT = {}, 4096
+
+local function decimal(n)
+  local text = DECIMALS[n]
+  if not text then
+    text = ms(n)
+    if n < DECIMALS_KEPT then DECIMALS[n] = text end
+  end
+  return text
+end
+
 local function put_varint(bytes, n)
   while n >= 128 do
     local low = n % 128

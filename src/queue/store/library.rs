@@ -144,21 +144,35 @@ fn files() -> Vec<String> {
 }
 
 /// The table's keys and leading arguments, for the functions to name
-/// their keys by (see `queue_of` in `lua/lib/layout.lua`): `KEYS_OF[stem]`,
-/// the fields of their keys in order, and `LEADING_OF[stem]`.
+/// their keys by (see `queue_of` in `lua/lib/layout.lua`): `QUEUE_OF[stem]`
+/// builds a call's table of its keys by field, in the order the table
+/// lists them, and of its leading arguments (the wake-up channel, then the
+/// group key prefix), in one table constructor: no table grows key by key
+/// on every call.
 fn lua_table() -> String {
-    let mut keys = String::from("local KEYS_OF = {\n");
-    let mut leading = String::from("local LEADING_OF = {\n");
+    const LEADING: [&str; 2] = ["wake", "group_prefix"];
+    let mut out = String::from("local QUEUE_OF = {\n");
     for spec in FUNCTIONS {
-        let names: Vec<String> = spec
+        let fields: Vec<String> = spec
             .keys
             .iter()
-            .map(|key| format!("'{}'", key.field()))
+            .enumerate()
+            .map(|(i, key)| format!("{} = keys[{}]", key.field(), i + 1))
+            .chain(
+                LEADING[..spec.leading]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| format!("{name} = argv[{}]", i + 1)),
+            )
             .collect();
-        keys.push_str(&format!("  {} = {{{}}},\n", spec.stem, names.join(", ")));
-        leading.push_str(&format!("  {} = {},\n", spec.stem, spec.leading));
+        out.push_str(&format!(
+            "  {} = function(keys, argv) return {{{}}} end,\n",
+            spec.stem,
+            fields.join(", ")
+        ));
     }
-    format!("{keys}}}\n{leading}}}\n")
+    out.push_str("}\n");
+    out
 }
 
 /// The library's code and names.
