@@ -28,6 +28,6 @@ redis.register_function('listing_' .. VERSION, function(keys, argv)
     return 1
   end
   if mark ~= argv[2] and mark ~= '1' then return 0 end
-  redis.call('HSET', q.meta, 'registered', '1')
+  redis.call('HSET', q.meta, 'registered', '1', 'layout', LAYOUT)
   return 1
 end)

@@ -72,6 +72,13 @@
 --                       from k is under way (see `reshard`)
 --                     arrivals: in the home of a sharded queue, jobs
 --                       enqueued so far: their arrival numbers
+--                     layout: LAYOUT, written with the good mark: a
+--                       value longer than Redis's hash-max-listpack-value
+--                       (64 bytes) keeps `meta` a hash table. A small
+--                       hash is otherwise kept as a listpack, which
+--                       Redis searches field by field, and every call
+--                       reads 20 to 40 fields of `meta` (a field not
+--                       there costs a scan of all of them)
 --   weights    hash   group -> weight, for the groups given one (others
 --                     weigh 1)
 --   groups     zset   group -> its jobs waiting, for every named group with
@@ -128,6 +135,7 @@
 local SPAN = 17592186044416
 local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
+local LAYOUT = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table'
 
 -- The names of a class's fields in `meta`, made once per class: a number
 -- turned into text costs a call to sprintf each time.

@@ -3,6 +3,7 @@
 //! it), and named by version so that two versions of prioq run side by
 //! side.
 
+use prioq::queue::store::keys::{Key, QueueKeys};
 use prioq::queue::store::library::LIBRARY;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -120,4 +121,22 @@ async fn cluster_functions_are_loaded_again_on_every_primary() {
     for url in cluster.urls() {
         assert_eq!(libraries(&url).await, [LIBRARY.name()], "{url}");
     }
+}
+
+/// Every call reads 20 to 40 fields of a queue's `meta`: Redis keeps a
+/// small hash as a listpack and searches it field by field, so the
+/// `layout` field, written when the queue is listed, keeps it a hash
+/// table (see lua/lib/layout.lua).
+#[tokio::test]
+async fn a_listed_queue_keeps_its_meta_a_hash_table() {
+    let app = spawn_app_with(test_config()).await;
+    app.enqueue("small", json!({"task": "t"})).await;
+    let keys = QueueKeys::new(&app.config.key_prefix, "small");
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(keys.key(Key::Meta))
+        .query_async(&mut redis_connection(&app.config.redis_url).await)
+        .await
+        .expect("OBJECT ENCODING");
+    assert_eq!(encoding, "hashtable");
 }

@@ -1,0 +1,77 @@
+-- Appended to prioq's library by scripts/lua-instructions, never loaded by
+-- prioq: calls `exchange` from inside Redis as the group commit would, so
+-- that the instructions Redis spends per job can be counted (valgrind's
+-- callgrind counts the same for the same code, whatever else the machine
+-- does). Each round: a call enqueueing N jobs (priorities 1 to 10 in
+-- turn, 200 bytes of args), a call of N claims of one job each, and a call
+-- acking the N jobs claimed.
+-- bench_cycle: ARGV[1] rounds, ARGV[2] N. Returns the jobs the last round
+--   acked.
+-- bench_harness: the same rounds with the calls left out, to take the
+--   harness's own instructions out.
+
+local bench_ids = 0
+
+-- The arguments of one `exchange` call: the acks of `acking` (id, token
+-- pairs), `enqueues` fresh jobs, `claims` claims of one job.
+local function bench_argv(acking, enqueues, claims, body)
+  local a = {'wake', 'group:', '100', '100000', 'bench', '1', tostring(#acking)}
+  for _, lease in ipairs(acking) do
+    a[#a + 1], a[#a + 2], a[#a + 3] = lease[1], lease[2], ''
+  end
+  a[#a + 1] = tostring(enqueues)
+  for _ = 1, enqueues do
+    bench_ids = bench_ids + 1
+    local job = {'1', 'bench' .. bench_ids, tostring(1 + bench_ids % 10), '0', '5', '', '', body, ''}
+    for _, v in ipairs(job) do
+      a[#a + 1] = v
+    end
+  end
+  a[#a + 1] = tostring(claims)
+  for _ = 1, claims do
+    for _, v in ipairs({'60000', '1', 'worker', '', '0'}) do
+      a[#a + 1] = v
+    end
+  end
+  return a
+end
+
+-- The leases a claim's reply holds, as {id, token} pairs.
+local function bench_leases(reply)
+  local leases, out, i = {}, reply[4], 1
+  while i <= #out do
+    local n = out[i]
+    i = i + 1
+    for _ = 1, n do
+      leases[#leases + 1] = {out[i], out[i + 2]}
+      i = i + 4
+    end
+  end
+  return leases
+end
+
+local function bench_rounds(keys, argv, call)
+  local rounds, n = tonumber(argv[1]), tonumber(argv[2])
+  local body = string.rep('x', 200)
+  local leases = {}
+  for _ = 1, rounds do
+    call(keys, bench_argv({}, n, 0, body))
+    leases = bench_leases(call(keys, bench_argv({}, 0, n, body)))
+    call(keys, bench_argv(leases, 0, 0, body))
+  end
+  return #leases
+end
+
+redis.register_function('bench_cycle', function(keys, argv)
+  return bench_rounds(keys, argv, exchange)
+end)
+
+redis.register_function('bench_harness', function(keys, argv)
+  local fake = {}
+  for i = 1, tonumber(argv[2]) do
+    for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
+      fake[#fake + 1] = v
+    end
+  end
+  return bench_rounds(keys, argv, function() return {0, {}, {}, fake} end)
+end)
