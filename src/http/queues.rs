@@ -18,6 +18,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues))
         .routes(routes!(queue, delete_queue))
         .routes(routes!(groups))
+        .routes(routes!(scale))
 }
 
 /// One queue's counts.
@@ -232,5 +233,62 @@ pub async fn groups(
             })
             .collect(),
         next_cursor: page.next_cursor,
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ScaleQuery {
+    /// Jobs one worker should have, pending or processing, 1 to 100000;
+    /// default 1.
+    #[param(minimum = 1, maximum = 100000)]
+    per_worker: Option<u64>,
+}
+
+/// What an autoscaler reads of a queue, in the shape KEDA's `metrics-api`
+/// scaler reads (`valueLocation: desired_workers`, or any other field).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"pending": 120, "processing": 8, "oldest_pending_age_ms": 5300, "desired_workers": 13}))]
+pub struct ScaleView {
+    pending: u64,
+    processing: u64,
+    /// How long the longest-waiting next job of any priority has waited
+    /// (0 when none is pending).
+    oldest_pending_age_ms: u64,
+    /// ceil((pending + processing) / per_worker).
+    desired_workers: u64,
+}
+
+/// A queue's load, for autoscalers.
+///
+/// A queue never used answers with zeros.
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/scale", tag = "queues",
+    params(QueuePath, ScaleQuery),
+    responses(
+        (status = 200, description = "The queue's load", body = ScaleView),
+        (status = 422, description = "`per_worker` out of range", body = crate::http::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn scale(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<QueuePath>,
+    ApiQuery(query): ApiQuery<ScaleQuery>,
+) -> Result<axum::Json<ScaleView>> {
+    let per_worker = query.per_worker.unwrap_or(1);
+    if !(1..=100_000).contains(&per_worker) {
+        return Err(ApiError::validation("per_worker", "must be 1 to 100000"));
+    }
+    let stats = state.broker.stats(path.queue.as_str()).await?;
+    Ok(axum::Json(ScaleView {
+        pending: stats.pending,
+        processing: stats.processing,
+        oldest_pending_age_ms: stats
+            .classes
+            .iter()
+            .map(|class| class.oldest_age_ms)
+            .max()
+            .unwrap_or(0),
+        desired_workers: (stats.pending + stats.processing).div_ceil(per_worker),
     }))
 }

@@ -420,6 +420,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/scale": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A queue's load, for autoscalers.
+         * @description A queue never used answers with zeros.
+         */
+        get: operations["scale"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/schedules": {
         parameters: {
             query?: never;
@@ -1167,6 +1187,33 @@ export interface components {
              * @description Requeue at this priority instead of the job's own.
              */
             priority?: number | null;
+        };
+        /**
+         * @description What an autoscaler reads of a queue, in the shape KEDA's `metrics-api`
+         *     scaler reads (`valueLocation: desired_workers`, or any other field).
+         * @example {
+         *       "desired_workers": 13,
+         *       "oldest_pending_age_ms": 5300,
+         *       "pending": 120,
+         *       "processing": 8
+         *     }
+         */
+        ScaleView: {
+            /**
+             * Format: int64
+             * @description ceil((pending + processing) / per_worker).
+             */
+            desired_workers: number;
+            /**
+             * Format: int64
+             * @description How long the longest-waiting next job of any priority has waited
+             *     (0 when none is pending).
+             */
+            oldest_pending_age_ms: number;
+            /** Format: int64 */
+            pending: number;
+            /** Format: int64 */
+            processing: number;
         };
         /** @description A page of a queue's schedules. */
         ScheduleList: {
@@ -2300,6 +2347,47 @@ export interface operations {
             403: components["responses"]["forbidden_origin"];
             503: components["responses"]["backend_unavailable"];
             507: components["responses"]["backend_full"];
+        };
+    };
+    scale: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Jobs one worker should have, pending or processing, 1 to 100000;
+                 *     default 1.
+                 */
+                per_worker?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queue's load */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScaleView"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            /** @description `per_worker` out of range */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["backend_unavailable"];
         };
     };
     schedules: {

@@ -175,3 +175,52 @@ async fn a_refused_settings_change_lists_no_queue() {
     let listed = app.get(app.url("/v1/queues")).await;
     assert_eq!(listed.body["queues"][0]["queue"], "fresh", "{listed:?}");
 }
+
+#[tokio::test]
+async fn scale_answers_the_load_and_the_workers_it_needs() {
+    let mut config = test_config();
+    config.bulk_floor = 0.0;
+    let app = spawn_app_with(config).await;
+    let never = app.get(app.queue_url("never", "/scale")).await;
+    assert_eq!(never.status, StatusCode::OK, "{never:?}");
+    assert_eq!(
+        never.body,
+        json!({"pending": 0, "processing": 0, "oldest_pending_age_ms": 0, "desired_workers": 0})
+    );
+    for _ in 0..2 {
+        enqueue_and_claim(&app, "q", json!({"task": "busy"}), json!({})).await;
+    }
+    let oldest = app
+        .enqueue("q", json!({"task": "old", "priority": 9}))
+        .await;
+    for _ in 0..4 {
+        app.enqueue("q", json!({"task": "t", "priority": 0})).await;
+    }
+    let answer = app.get(app.queue_url("q", "/scale?per_worker=3")).await;
+    // Enqueued after the answer: its time bounds the answer's "now".
+    let probe = app.enqueue("probe", json!({"task": "t"})).await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(answer.body["pending"], 5);
+    assert_eq!(answer.body["processing"], 2);
+    // ceil(7 / 3)
+    assert_eq!(answer.body["desired_workers"], 3);
+    let age = answer.body["oldest_pending_age_ms"].as_i64().expect("age");
+    let at_most = ms_of(&probe["enqueued_at"]) - ms_of(&oldest["enqueued_at"]);
+    assert!(
+        (0..=at_most).contains(&age),
+        "age {age} not in 0..={at_most}"
+    );
+    let per_one = app.get(app.queue_url("q", "/scale")).await;
+    assert_eq!(per_one.body["desired_workers"], 7);
+    for bad in ["0", "100001"] {
+        let refused = app
+            .get(app.queue_url("q", &format!("/scale?per_worker={bad}")))
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{refused:?}"
+        );
+        assert_eq!(refused.problem_code(), "validation_failed", "{refused:?}");
+    }
+}

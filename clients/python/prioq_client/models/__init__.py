@@ -25,6 +25,7 @@ from .queue_view import QueueView
 from .rate_limit_patch import RateLimitPatch
 from .rate_limit_view import RateLimitView
 from .requeue_request import RequeueRequest
+from .scale_view import ScaleView
 from .schedule_list import ScheduleList
 from .schedule_request import ScheduleRequest
 from .schedule_view import ScheduleView
@@ -61,6 +62,7 @@ __all__ = (
     "RateLimitPatch",
     "RateLimitView",
     "RequeueRequest",
+    "ScaleView",
     "ScheduleList",
     "ScheduleRequest",
     "ScheduleView",
