@@ -106,15 +106,25 @@ reap() {
   done
 }
 
+# Waits for process $1, which a signal ends while the worker is idle; a
+# signal that came before the process started (while the request was
+# being made) ends it at once.
+wait_on() {
+  waiting_on=$1
+  if [ "$idle" = 1 ] && [ "$stopping" = 1 ]; then
+    kill "$waiting_on" 2>/dev/null
+  fi
+  reap "$waiting_on"
+  waiting_on=""
+}
+
 # post PATH BODY SECONDS: POSTs JSON, for at most SECONDS. Sets `status`
 # (000 when prioq did not answer) and `answer`.
 post() {
   local out="$work/answer.$BASHPID"
   curl -sS --max-time "$3" -o "$out" -w '%{http_code}' -X POST "${headers[@]}" \
     --data-binary "$2" "$base$1" </dev/null >"$out.status" 2>"$out.error" &
-  waiting_on=$!
-  reap "$waiting_on"
-  waiting_on=""
+  wait_on $!
   status="$(cat "$out.status" 2>/dev/null)"
   [ -n "$status" ] || status=000
   answer="$(cat "$out" 2>/dev/null)"
@@ -143,9 +153,7 @@ backoff() {
 # Sleeps $1 seconds, or less when a signal comes.
 idle_sleep() {
   sleep "$1" &
-  waiting_on=$!
-  reap "$waiting_on"
-  waiting_on=""
+  wait_on $!
 }
 
 fatal() {
@@ -298,9 +306,10 @@ while [ "$stopping" = 0 ]; do
     body="$(jq -c --argjson ack "$(ack_entry)" '.wait_ms = 0 | .ack = [$ack]' <<<"$body")"
     sent=$((sent + 1))
   fi
-  idle=1
-  # A job claimed in the instant a signal cuts this short goes back to the
-  # queue when its lease runs out.
+  # A signal cuts short a claim that waits (a job claimed in that instant
+  # goes back to the queue when its lease runs out), not one that carries
+  # an ack: that one does not wait, and its ack must not be lost.
+  [ -n "$pending_id" ] || idle=1
   post /claim "$body" $((wait_ms / 1000 + 10))
   idle=0
   case "$status" in
