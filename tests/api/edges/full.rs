@@ -13,7 +13,8 @@ use crate::support::{
     RedisServer, TempDir, TestApp, redis_connection, spawn_app_with, test_config, until,
 };
 
-async fn used_below_max(url: &str) -> bool {
+/// Redis's memory in use and its `maxmemory`, in bytes.
+async fn memory(url: &str) -> (u64, u64) {
     let mut redis = redis_connection(url).await;
     let info: String = redis::cmd("INFO")
         .arg("memory")
@@ -26,7 +27,12 @@ async fn used_below_max(url: &str) -> bool {
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or_else(|| panic!("INFO memory has {name}"))
     };
-    field("used_memory:") < field("maxmemory:")
+    (field("used_memory:"), field("maxmemory:"))
+}
+
+async fn used_below_max(url: &str) -> bool {
+    let (used, max) = memory(url).await;
+    used < max
 }
 
 async fn lease(app: &TestApp, max_jobs: u32, acks: Value) -> Value {
@@ -96,6 +102,18 @@ async fn a_full_redis_is_drained_and_refuses_growth_with_no_effect() {
         Some("none"),
     );
     assert!(stored > 20, "filled after {stored} jobs");
+    // At the limit, memory moves by a few kilobytes between two requests
+    // (a refused request's own buffers count until it is answered), so
+    // one more job may fit after a refusal: the limit goes below what is
+    // used, and Redis stays full whatever the request buffers do.
+    let (used, _) = memory(&app.config.redis_url).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used - 256 * 1024)
+        .query_async(&mut redis_connection(&app.config.redis_url).await)
+        .await
+        .expect("CONFIG SET maxmemory");
     let before = app.snapshot().await;
 
     // Every write that grows memory is refused, and changes nothing.
