@@ -21,15 +21,16 @@
 //!   write, the limit on queues, deleting a queue); the module itself
 //!   keeps the `Broker`. `shards` knows which shards each queue has and
 //!   routes every operation to its shards, merging their answers (a
-//!   sharded claim in `shards::claims`). `exchange` sends the concurrent enqueues, claims
-//!   and acks of a queue together (`lane`: group commit) as one call of
-//!   the `exchange` function, whose layout `wire` writes and reads.
-//!   [`queue::store`] is the Redis side: `connection` (one Redis or a
-//!   cluster), `library` (`lua/` put together as a versioned Redis
-//!   Functions library, one table of its functions, loaded where it is
-//!   missing; its Lua in `lua/`, one file per function, and `lua/lib/`,
-//!   the parts they share by subject), `keys` (every key, the shards of a sharded queue included,
-//!   and a job's shard) and `record` (a job's stored form). `job` is the
+//!   sharded claim in `shards::claims`). `exchange` sends the concurrent
+//!   enqueues, claims and acks of a queue together (`lane`: group commit)
+//!   as one call of the `exchange` function, whose layout `wire` writes
+//!   and reads. [`queue::store`] is the Redis side: `connection` (one
+//!   Redis or a cluster), `library` (`lua/` put together as a versioned
+//!   Redis Functions library, one table of its functions, loaded where it
+//!   is missing; its Lua in `lua/`, one file per function, and
+//!   `lua/lib/`, the parts they share by subject), `keys` (every key, the
+//!   shards of a sharded queue included, and a job's shard) and `record`
+//!   (a job's stored form). `job` is the
 //!   decoded job, `error` what can go wrong, `wake` the long-poll and
 //!   job-end wake-ups between instances, `counters` this instance's
 //!   counters per queue.

@@ -125,7 +125,7 @@ async fn reads_of_unknown_queues_create_no_key_and_no_series() {
         let queue = format!("ghost-{n}");
         assert_eq!(app.job(&queue, "j").await.status, StatusCode::NOT_FOUND);
         app.stats(&queue).await;
-        for path in ["/settings", "/dlq", "/groups", "/schedules"] {
+        for path in ["/settings", "/dlq", "/groups", "/schedules", "/scale"] {
             let answer = app.get(app.queue_url(&queue, path)).await;
             assert_eq!(answer.status, StatusCode::OK, "{path}: {answer:?}");
         }

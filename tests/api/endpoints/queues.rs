@@ -193,8 +193,9 @@ async fn scale_answers_the_load_and_the_workers_it_needs() {
     let oldest = app
         .enqueue("q", json!({"task": "old", "priority": 9}))
         .await;
+    let mut last = Value::Null;
     for _ in 0..4 {
-        app.enqueue("q", json!({"task": "t", "priority": 0})).await;
+        last = app.enqueue("q", json!({"task": "t", "priority": 0})).await;
     }
     let answer = app.get(app.queue_url("q", "/scale?per_worker=3")).await;
     // Enqueued after the answer: its time bounds the answer's "now".
@@ -205,11 +206,15 @@ async fn scale_answers_the_load_and_the_workers_it_needs() {
     // ceil(7 / 3)
     assert_eq!(answer.body["desired_workers"], 3);
     let age = answer.body["oldest_pending_age_ms"].as_i64().expect("age");
+    // The oldest job of any class, priority 9's: it had waited at least
+    // from its enqueue until the last job came.
+    let at_least = ms_of(&last["enqueued_at"]) - ms_of(&oldest["enqueued_at"]);
     let at_most = ms_of(&probe["enqueued_at"]) - ms_of(&oldest["enqueued_at"]);
     assert!(
         (0..=at_most).contains(&age),
         "age {age} not in 0..={at_most}"
     );
+    assert!(age >= at_least, "age {age} below {at_least}");
     let per_one = app.get(app.queue_url("q", "/scale")).await;
     assert_eq!(per_one.body["desired_workers"], 7);
     for bad in ["0", "100001"] {
