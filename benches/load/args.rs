@@ -98,6 +98,8 @@ pub struct Args {
     pub functions: bool,
     /// Run the realistic mix.
     pub mix: bool,
+    /// Count the request path instead of measuring anything else.
+    pub request_path: bool,
     pub http2: bool,
     pub h2_connections: usize,
     pub pin: bool,
@@ -142,6 +144,8 @@ cargo bench --bench load -- [flags]
   --neighbour SECS      noisy-neighbour run per side (default 5; quick 2; 0 skips)
   --retained N          jobs kept completed to measure their memory (default 100k;
                         quick 10k; 0 skips)
+  --request-path        count what one request costs prioq (allocations, wake-ups,
+                        Redis commands) and nothing else; writes request-path.md
   --prioq-env K=V       extra environment for prioq (repeatable), e.g. RUST_LOG=warn
   --report-from FILE    measure nothing: write results.md and throughput.svg again
                         from FILE (a results.json), into --out with --tag";
@@ -190,6 +194,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         raw: true,
         functions: true,
         mix: true,
+        request_path: false,
         http2: true,
         h2_connections: 4,
         pin: true,
@@ -242,6 +247,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--no-raw" => args.raw = false,
             "--no-functions" => args.functions = false,
             "--no-mix" => args.mix = false,
+            "--request-path" => args.request_path = true,
             "--no-http2" => args.http2 = false,
             "--h2-connections" => {
                 args.h2_connections = usize::try_from(parse_count(&value()?)?)?.clamp(1, 256);

@@ -38,6 +38,9 @@
 //! - `http_load`: what each HTTP client does per operation.
 //! - `long_poll`: wake-up latency across instances, idle long-poll cost.
 //! - `neighbour`: a trickling group's wait next to a flooding one.
+//! - `path`: the request path counted (`--request-path`): allocations,
+//!   wake-ups and Redis commands per request, prioq served in this
+//!   process; the allocator below attributes allocations to threads.
 //! - `bullmq`: BullMQ end to end (`benches/bullmq/e2e.mjs`).
 //! - `report`: the results and what a run writes; `targets`, the targets
 //!   and how far each was met; `markdown`, `results.md`; `chart`,
@@ -60,6 +63,7 @@ mod markdown;
 mod measure;
 mod mix;
 mod neighbour;
+mod path;
 mod procs;
 mod raw;
 mod redis_stats;
@@ -85,6 +89,12 @@ use crate::measure::{Load, Monitor, Plan, RunRecord, Shape, measure, record};
 use crate::procs::Pinning;
 use crate::report::{MemoryResult, Results, RetentionResult, depth_label, human};
 
+/// The system's allocator, each allocation attributed to the group its
+/// thread entered: `path` counts prioq's threads' allocations.
+#[global_allocator]
+static ALLOCATOR: tracking_allocator::Allocator<std::alloc::System> =
+    tracking_allocator::Allocator::system();
+
 /// The result of each acked job in the retention measurement, in bytes.
 const RESULT_BYTES: usize = 1024;
 
@@ -100,6 +110,9 @@ fn main() -> Result<()> {
     let args = args::parse(&argv)?;
     if let Some(path) = args.report_from.clone() {
         return report::rewrite_from(&path, args);
+    }
+    if args.request_path {
+        return path::count(&args);
     }
     let pinning = Pinning::new(args.pin);
     // Before the runtime starts its threads, so they are all pinned.

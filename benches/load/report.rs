@@ -258,14 +258,14 @@ pub fn depths(results: &Results) -> (u64, u64) {
     )
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
+pub fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     println!("# wrote {}", path.display());
     Ok(())
 }
 
 /// The file `stem.ext` of this run in `--out`, with the `--tag` prefix.
-fn out_file(args: &Args, stem: &str, ext: &str) -> PathBuf {
+pub fn out_file(args: &Args, stem: &str, ext: &str) -> PathBuf {
     args.out_dir.join(if args.tag.is_empty() {
         format!("{stem}.{ext}")
     } else {

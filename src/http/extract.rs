@@ -81,24 +81,45 @@ async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes
 
 /// Parses JSON, telling malformed JSON (400) from well-formed JSON with
 /// wrong, missing or unknown fields (422, naming the field). A syntax error
-/// anywhere in the body wins over a field error met before it.
+/// anywhere in the body wins over a field error met before it. A body
+/// that parses is parsed once; the field's path, which costs allocations
+/// per field to follow, is looked for only in one that does not.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let Object(value) = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner();
-        if !inner.is_data() {
-            return malformed(&inner);
-        }
-        // The typed parse stops at the first field error; the rest of the
-        // body may not be JSON at all.
-        if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-            return malformed(&syntax);
-        }
-        field_error(&path, &without_position(&inner))
-    })?;
-    deserializer.end().map_err(|error| malformed(&error))?;
-    Ok(value)
+    match Object::<T>::deserialize(&mut deserializer).and_then(|Object(value)| {
+        deserializer.end()?;
+        Ok(value)
+    }) {
+        Ok(value) => Ok(value),
+        Err(error) if !error.is_data() => Err(malformed(&error)),
+        Err(_) => Err(located_error::<T>(body)),
+    }
+}
+
+/// The error of a body that does not parse as a `T` though its start is
+/// well-formed JSON: malformed JSON further on, or the first wrong field,
+/// by its path.
+fn located_error<T: DeserializeOwned>(body: &[u8]) -> ApiError {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let Err(error) = serde_path_to_error::deserialize::<_, Object<T>>(&mut deserializer) else {
+        // Parsed with its path followed though not without: not seen; the
+        // plain parse's reading stands.
+        return ApiError::Validation {
+            field: "(body)".to_owned(),
+            reason: "does not match the request's schema".to_owned(),
+        };
+    };
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    if !inner.is_data() {
+        return malformed(&inner);
+    }
+    // The typed parse stops at the first field error; the rest of the
+    // body may not be JSON at all.
+    if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        return malformed(&syntax);
+    }
+    field_error(&path, &without_position(&inner))
 }
 
 /// Names the field a data error is about: `path` is where serde stood,

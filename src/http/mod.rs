@@ -74,16 +74,11 @@ const REQUEST_ID: &str = "x-request-id";
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
     let (v1, ops) = openapi::routes();
-    // The last layer runs first: the token is looked at before anything
-    // else, then browsers of other sites are refused.
-    let v1 = Router::from(v1)
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            refuse_browsers,
-        ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+    // Each layer wraps every route, and a route is cloned, layers and all,
+    // for each request: one middleware (`observe`, which also guards the
+    // `/v1` routes) keeps that to a few allocations.
     Router::new()
-        .merge(v1)
+        .merge(Router::from(v1))
         .merge(Router::from(ops))
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
         .merge(ui::router())
@@ -106,10 +101,11 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Gives the request an id (the proxy's, or a fresh one) that the answer
-/// echoes and its log line carries; records the request's duration by
-/// matched route and status, and logs a line for a failed, slow or
-/// abandoned request (for every request with `PRIOQ_LOG_REQUESTS`). While
-/// the instance shuts down, answers close their connections.
+/// echoes and its log line carries; refuses a `/v1` request that `refusal`
+/// refuses; records the request's duration by matched route and status,
+/// and logs a line for a failed, slow or abandoned request (for every
+/// request with `PRIOQ_LOG_REQUESTS`). While the instance shuts down,
+/// answers close their connections.
 async fn observe(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = request
@@ -130,7 +126,14 @@ async fn observe(State(state): State<AppState>, mut request: Request, next: Next
         request_id: id.clone(),
         answer: None,
     };
-    let mut response = next.run(request).await;
+    let guarded = outcome
+        .route
+        .as_ref()
+        .is_some_and(|route| route.as_str().starts_with("/v1/"));
+    let mut response = match guarded.then(|| refusal(&state, &request)).flatten() {
+        Some(refused) => refused.into_response(),
+        None => next.run(request).await,
+    };
     outcome.answer = Some((
         response.status().as_u16(),
         response.extensions().get::<ErrorCause>().cloned(),
@@ -198,15 +201,21 @@ impl Drop for Outcome {
     }
 }
 
-/// Refuses, before anything else, what a browser page of another site can
-/// send without the page being allowed to: a change (POST, PUT, PATCH,
+/// Why a `/v1` request is refused before its handler runs, if it is: the
+/// bearer token is looked at first, then browsers of other sites.
+fn refusal(state: &AppState, request: &Request) -> Option<ApiError> {
+    unauthorized(state, request).or_else(|| browser_refusal(state, request))
+}
+
+/// What a browser page of another site can send without the page being
+/// allowed to: a change (POST, PUT, PATCH,
 /// DELETE) fetched cross-site or same-site (`Sec-Fetch-Site`) or from
 /// another origin than the service's own and the allowed ones (`Origin`),
 /// 403; and a form's or plain text's content type, which a page may post
 /// anywhere without asking, 415. Clients that send none of these headers
 /// (curl, services) are untouched; the dashboard's own requests are
 /// same-origin.
-async fn refuse_browsers(State(state): State<AppState>, request: Request, next: Next) -> Response {
+fn browser_refusal(state: &AppState, request: &Request) -> Option<ApiError> {
     let headers = request.headers();
     let text = |name: header::HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
     let form = text(header::CONTENT_TYPE)
@@ -222,7 +231,7 @@ async fn refuse_browsers(State(state): State<AppState>, request: Request, next: 
             .any(|form| essence.eq_ignore_ascii_case(form))
         });
     if form {
-        return ApiError::UnsupportedMediaType.into_response();
+        return Some(ApiError::UnsupportedMediaType);
     }
     let changes = !matches!(
         *request.method(),
@@ -247,10 +256,7 @@ async fn refuse_browsers(State(state): State<AppState>, request: Request, next: 
             .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin));
         !own && !allowed
     });
-    if changes && (cross_site || foreign) {
-        return ApiError::ForbiddenOrigin.into_response();
-    }
-    next.run(request).await
+    (changes && (cross_site || foreign)).then_some(ApiError::ForbiddenOrigin)
 }
 
 /// The `host[:port]` of an origin (`scheme://host[:port]`).
@@ -258,12 +264,10 @@ fn origin_host(origin: &str) -> Option<&str> {
     origin.split_once("://").map(|(_, host)| host)
 }
 
-/// Checks the bearer token before anything else of the request is read.
-async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// A missing or wrong bearer token, when tokens are configured.
+fn unauthorized(state: &AppState, request: &Request) -> Option<ApiError> {
     let mut tokens = state.config.tokens().peekable();
-    if tokens.peek().is_none() {
-        return next.run(request).await;
-    }
+    tokens.peek()?;
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -278,11 +282,7 @@ async fn authorize(State(state): State<AppState>, request: Request, next: Next) 
             found | constant_time_eq(token.as_bytes(), presented.as_bytes())
         })
     });
-    if accepted {
-        next.run(request).await
-    } else {
-        ApiError::Unauthorized.into_response()
-    }
+    (!accepted).then_some(ApiError::Unauthorized)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

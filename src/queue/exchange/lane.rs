@@ -27,7 +27,7 @@ const MAX_CALL_BYTES: usize = 4 << 20;
 
 /// One operation's batched call to Redis.
 pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
-    type Entry: Send + std::fmt::Debug + 'static;
+    type Entry: Send + Sync + std::fmt::Debug + 'static;
     type Reply: Send + std::fmt::Debug + 'static;
 
     /// Jobs or acks the entry carries, and about how many bytes.
@@ -108,23 +108,31 @@ impl<B: Batch> Lane<B> {
     pub(crate) async fn submit(self: &Arc<Self>, entry: B::Entry) -> Result<B::Reply> {
         let deadline = Instant::now() + self.timeout;
         let (reply, answer) = oneshot::channel();
-        let (ticket, idle) = {
+        let ticket = {
             let mut state = self.state();
-            let ticket = state.next_ticket;
-            state.next_ticket += 1;
-            state.waiting.push_back(Waiter {
-                ticket,
-                entry,
-                reply,
-            });
-            self.metrics.waiting.increment(1.0);
-            (ticket, !std::mem::replace(&mut state.busy, true))
+            if state.busy {
+                let ticket = state.next_ticket;
+                state.next_ticket += 1;
+                state.waiting.push_back(Waiter {
+                    ticket,
+                    entry,
+                    reply,
+                });
+                self.metrics.waiting.increment(1.0);
+                Ok(ticket)
+            } else {
+                // Nothing waits (the lane goes idle only when nothing
+                // does): this request's call goes at once, from its own
+                // task, carrying it alone, so that going away cancels no
+                // one else's call.
+                state.busy = true;
+                Err(entry)
+            }
         };
-        if idle {
-            // The calls run in a task of their own, so that a request that
-            // goes away cannot cancel a call that carries others.
-            tokio::spawn(Arc::clone(self).drive());
-        }
+        let ticket = match ticket {
+            Ok(ticket) => ticket,
+            Err(entry) => return self.lead(entry).await,
+        };
         let mut answer = answer;
         match tokio::time::timeout_at(deadline, &mut answer).await {
             Ok(Ok(outcome)) => outcome,
@@ -155,6 +163,19 @@ impl<B: Batch> Lane<B> {
         }
     }
 
+    /// Sends the entry of a request that found the lane idle; whatever
+    /// queued meanwhile goes on in a task of its own once this call ends
+    /// or its request goes away.
+    async fn lead(self: &Arc<Self>, entry: B::Entry) -> Result<B::Reply> {
+        let _handoff = Handoff(self);
+        let mut outcomes = self.send(std::slice::from_ref(&entry)).await;
+        outcomes.pop().unwrap_or_else(|| {
+            Err(QueueError::Unknown(anyhow::anyhow!(
+                "the call carrying the request ended without an answer"
+            )))
+        })
+    }
+
     /// Sends what waits, call after call, until nothing does.
     async fn drive(self: Arc<Self>) {
         loop {
@@ -174,44 +195,60 @@ impl<B: Batch> Lane<B> {
                     .map(|w| (w.entry, w.reply))
                     .unzip::<_, _, Vec<_>, Vec<_>>()
             };
-            self.metrics.calls.increment(1);
-            let outcome = bounded_by(self.timeout, self.batch.call(&entries)).await;
-            match outcome {
-                Ok(outcomes) if outcomes.len() == replies.len() => {
-                    for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                        let _ = reply.send(outcome);
-                    }
-                }
-                Ok(outcomes) => {
-                    let error = QueueError::Unknown(anyhow::anyhow!(
-                        "a call for {} requests answered {}",
-                        replies.len(),
-                        outcomes.len()
-                    ));
-                    for reply in replies {
-                        let _ = reply.send(Err(error.duplicate()));
-                    }
-                }
-                Err(error) => {
-                    for reply in replies {
-                        let _ = reply.send(Err(error.duplicate()));
-                    }
-                    // Redis did not serve this call: what waited behind it
-                    // is refused unsent rather than piled into a Redis that
-                    // is down or stalled.
-                    // Answered under the lock, so that a request whose own
-                    // deadline comes meanwhile finds its refusal.
-                    let mut state = self.state();
-                    self.metrics.waiting.decrement(state.waiting.len() as f64);
-                    for waiter in state.waiting.drain(..) {
-                        let _ = waiter
-                            .reply
-                            .send(Err(QueueError::Unavailable(anyhow::anyhow!(
-                                "not sent: the call before it failed ({error})"
-                            ))));
-                    }
-                }
+            for (reply, outcome) in replies.into_iter().zip(self.send(&entries).await) {
+                let _ = reply.send(outcome);
             }
+        }
+    }
+
+    /// One call: an outcome per entry, in order. When Redis did not serve
+    /// it, what waited behind it is refused unsent rather than piled into
+    /// a Redis that is down or stalled.
+    async fn send(&self, entries: &[B::Entry]) -> Vec<Result<B::Reply>> {
+        self.metrics.calls.increment(1);
+        match bounded_by(self.timeout, self.batch.call(entries)).await {
+            Ok(outcomes) if outcomes.len() == entries.len() => outcomes,
+            Ok(outcomes) => {
+                let error = QueueError::Unknown(anyhow::anyhow!(
+                    "a call for {} requests answered {}",
+                    entries.len(),
+                    outcomes.len()
+                ));
+                entries.iter().map(|_| Err(error.duplicate())).collect()
+            }
+            Err(error) => {
+                // Answered under the lock, so that a request whose own
+                // deadline comes meanwhile finds its refusal.
+                let mut state = self.state();
+                self.metrics.waiting.decrement(state.waiting.len() as f64);
+                for waiter in state.waiting.drain(..) {
+                    let _ = waiter
+                        .reply
+                        .send(Err(QueueError::Unavailable(anyhow::anyhow!(
+                            "not sent: the call before it failed ({error})"
+                        ))));
+                }
+                entries.iter().map(|_| Err(error.duplicate())).collect()
+            }
+        }
+    }
+}
+
+/// Hands a lane on when its leading call ends, or when the request that
+/// made it goes away mid-call: to a task that sends what queued meanwhile
+/// (the calls run apart from any request from then on), or to idle.
+struct Handoff<'a, B: Batch>(&'a Arc<Lane<B>>);
+
+impl<B: Batch> Drop for Handoff<'_, B> {
+    fn drop(&mut self) {
+        let lane = self.0;
+        let mut state = lane.state();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !state.waiting.is_empty() => {
+                drop(state);
+                runtime.spawn(Arc::clone(lane).drive());
+            }
+            _ => state.busy = false,
         }
     }
 }
@@ -355,6 +392,39 @@ mod tests {
             1,
             "no call for the dropped one"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_that_found_the_lane_idle_and_went_away_hands_the_lane_on() {
+        let (lane, gate, calls) = lane();
+        let leader = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(1).await }
+        });
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let behind = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { lane.submit(5).await }
+        });
+        while lane.state().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        // The leader's call carried it alone: dropping it cancels that
+        // call only, and what queued behind it is sent all the same.
+        leader.abort();
+        let _ = leader.await;
+        gate.add_permits(1);
+        assert_eq!(behind.await.expect("joins").expect("doubled"), 10);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        while lane.state().busy {
+            tokio::task::yield_now().await;
+        }
+        // Idle again: the next request leads its own call.
+        gate.add_permits(1);
+        assert_eq!(lane.submit(2).await.expect("doubled"), 4);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]

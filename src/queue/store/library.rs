@@ -223,8 +223,21 @@ impl Library {
     /// group key prefix when it takes them; the caller adds the rest of
     /// its arguments.
     pub fn call(&self, function: Function, queue: &QueueKeys) -> Call {
+        /// Arguments besides the keys, and their bytes, that a call of one
+        /// job (its record's body included) takes about.
+        const CALL_ARGS: usize = 32;
+        const CALL_ARG_BYTES: usize = 1024;
+        /// A key's bytes, about: prefix, hash tag, name.
+        const KEY_BYTES: usize = 48;
         let spec = function.spec();
-        let mut cmd = redis::cmd(if spec.access == Access::Reads {
+        // Room for the keys and a single job's arguments from the start:
+        // the command's buffers otherwise grow by reallocation, several
+        // times per call.
+        let mut cmd = redis::Cmd::with_capacity(
+            spec.keys.len() + CALL_ARGS,
+            KEY_BYTES * spec.keys.len() + CALL_ARG_BYTES,
+        );
+        cmd.arg(if spec.access == Access::Reads {
             "FCALL_RO"
         } else {
             "FCALL"
