@@ -330,16 +330,35 @@ mod tests {
         (Arc::new(lane), gate, calls)
     }
 
+    /// Submits `n` from a task of its own.
+    fn spawn_submit(lane: &Arc<Lane<Doubler>>, n: i64) -> tokio::task::JoinHandle<Result<i64>> {
+        let lane = Arc::clone(lane);
+        tokio::spawn(async move { lane.submit(n).await })
+    }
+
+    async fn until_calls(calls: &AtomicUsize, n: usize) {
+        while calls.load(Ordering::SeqCst) < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn until_waiting(lane: &Lane<Doubler>, n: usize) {
+        while lane.state().waiting.len() < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn until_idle(lane: &Lane<Doubler>) {
+        while lane.state().busy {
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn requests_arriving_during_a_call_go_together_in_the_next() {
         let (lane, gate, calls) = lane();
-        let first = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(1).await }
-        });
-        while calls.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
+        let first = spawn_submit(&lane, 1);
+        until_calls(&calls, 1).await;
         // Each entry is 400 items: two fit a call, the third waits.
         let rest: Vec<_> = [2, -3, 4]
             .into_iter()
@@ -348,9 +367,7 @@ mod tests {
                 tokio::spawn(async move { lane.submit(n).await })
             })
             .collect();
-        while lane.state().waiting.len() < 3 {
-            tokio::task::yield_now().await;
-        }
+        until_waiting(&lane, 3).await;
         gate.add_permits(3);
         assert_eq!(first.await.expect("joins").expect("doubled"), 2);
         let mut outcomes = Vec::new();
@@ -366,27 +383,15 @@ mod tests {
     #[tokio::test]
     async fn a_request_dropped_before_its_call_is_not_sent() {
         let (lane, gate, calls) = lane();
-        let first = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(1).await }
-        });
-        while calls.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        let dropped = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(5).await }
-        });
-        while lane.state().waiting.is_empty() {
-            tokio::task::yield_now().await;
-        }
+        let first = spawn_submit(&lane, 1);
+        until_calls(&calls, 1).await;
+        let dropped = spawn_submit(&lane, 5);
+        until_waiting(&lane, 1).await;
         dropped.abort();
         let _ = dropped.await;
         gate.add_permits(1);
         assert_eq!(first.await.expect("joins").expect("doubled"), 2);
-        while lane.state().busy {
-            tokio::task::yield_now().await;
-        }
+        until_idle(&lane).await;
         assert_eq!(
             calls.load(Ordering::SeqCst),
             1,
@@ -397,20 +402,10 @@ mod tests {
     #[tokio::test]
     async fn a_request_that_found_the_lane_idle_and_went_away_hands_the_lane_on() {
         let (lane, gate, calls) = lane();
-        let leader = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(1).await }
-        });
-        while calls.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        let behind = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(5).await }
-        });
-        while lane.state().waiting.is_empty() {
-            tokio::task::yield_now().await;
-        }
+        let leader = spawn_submit(&lane, 1);
+        until_calls(&calls, 1).await;
+        let behind = spawn_submit(&lane, 5);
+        until_waiting(&lane, 1).await;
         // The leader's call carried it alone: dropping it cancels that
         // call only, and what queued behind it is sent all the same.
         leader.abort();
@@ -418,9 +413,7 @@ mod tests {
         gate.add_permits(1);
         assert_eq!(behind.await.expect("joins").expect("doubled"), 10);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        while lane.state().busy {
-            tokio::task::yield_now().await;
-        }
+        until_idle(&lane).await;
         // Idle again: the next request leads its own call.
         gate.add_permits(1);
         assert_eq!(lane.submit(2).await.expect("doubled"), 4);
@@ -430,20 +423,10 @@ mod tests {
     #[tokio::test]
     async fn requests_waiting_behind_a_failed_call_are_refused_unsent() {
         let (lane, gate, calls) = lane();
-        let failing = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(0).await }
-        });
-        while calls.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        let behind = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(5).await }
-        });
-        while lane.state().waiting.is_empty() {
-            tokio::task::yield_now().await;
-        }
+        let failing = spawn_submit(&lane, 0);
+        until_calls(&calls, 1).await;
+        let behind = spawn_submit(&lane, 5);
+        until_waiting(&lane, 1).await;
         gate.add_permits(1);
         let failed = failing.await.expect("joins");
         assert!(matches!(failed, Err(QueueError::Unknown(_))), "{failed:?}");
@@ -461,13 +444,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_that_times_out_unsent_reports_no_effect() {
         let (lane, _gate, calls) = lane();
-        let first = tokio::spawn({
-            let lane = Arc::clone(&lane);
-            async move { lane.submit(1).await }
-        });
-        while calls.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
+        let first = spawn_submit(&lane, 1);
+        until_calls(&calls, 1).await;
         // Two entries fill the next call; the third waits for the one after,
         // which cannot start before the third's own deadline.
         let queued: Vec<_> = [2, 3, 4]
@@ -477,9 +455,7 @@ mod tests {
                 tokio::spawn(async move { lane.submit(n).await })
             })
             .collect();
-        while lane.state().waiting.len() < 3 {
-            tokio::task::yield_now().await;
-        }
+        until_waiting(&lane, 3).await;
         let first = first.await.expect("joins");
         assert!(matches!(first, Err(QueueError::Unknown(_))), "{first:?}");
         let last = queued
