@@ -10,7 +10,8 @@
 -- acks, and an id, a lease token and a result ('' for none) per ack
 -- (applied before the request's jobs are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
--- and then id, record, lease token and lease deadline (ms) per job; and
+-- and then id, record, lease token, lease deadline (ms) and `expiry` entry
+-- ('' for none) per job; and
 -- why fewer jobs than asked were handed out: '' (none waiting, or all
 -- handed out), 'paused', 'max_in_flight' or 'rate_limit', and the ms
 -- until the next rate limit token (0 when not rate limited).
@@ -58,13 +59,18 @@ local function tokens(c, now)
   return math.min(c.settings.rate_burst, held + math.max(0, now - at) * c.settings.rate_per_second / 1000)
 end
 
--- Takes up to `wanted` jobs in hand-out order, counting from `handed` jobs
--- already handed out; plain pops between two floor jobs go in one
--- ZPOPMIN. A job of a group at its cap goes back to its group set and
--- does not count. Answers the ids and the records of the jobs taken.
-local function take_jobs(c, wanted, handed, ppm)
-  local q, taken, records_taken, last_tags = c.q, {}, {}, {}
-  while #taken < wanted do
+-- Takes up to `wanted` jobs in hand-out order at `now`, counting from
+-- `handed` jobs already handed out; plain pops between two floor jobs go
+-- in one ZPOPMIN. A job of a group at its cap goes back to its group set
+-- and does not count. A job whose expiry has come is ended (see `expire`)
+-- and does not count either, up to `c.expiring_budget` of them: then the
+-- take stops short, and the claims waiting are told to look again.
+-- Answers the ids, the records and the `expiry` entries ('' for none) of
+-- the jobs taken.
+local function take_jobs(c, wanted, handed, ppm, now)
+  local q, taken, records_taken, expiry_taken, last_tags, gone = c.q, {}, {}, {}, {}, {}
+  local expiring = number(c, 'expiring') > 0
+  while #taken < wanted and #gone < c.expiring_budget do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
       run = run + 1
@@ -81,6 +87,7 @@ local function take_jobs(c, wanted, handed, ppm)
       ids[#ids + 1] = popped[i]
     end
     local records = redis.call('HMGET', q.jobs, unpack(ids))
+    local entries = expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.
     local refilled = false
@@ -97,16 +104,25 @@ local function take_jobs(c, wanted, handed, ppm)
       end
       local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
-      if group and holds(c, group) then
+      local entry = entries[i]
+      local expired = entry and deadline_of(entry) <= now
+      if group and not expired and holds(c, group) then
         withhold(c, id, prio, group, member_score)
       else
-        taken[#taken + 1] = id
-        records_taken[#taken] = record
-        if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
+        if expired then
+          gone[#gone + 1] = {id, record, entry}
+        else
+          taken[#taken + 1] = id
+          records_taken[#taken] = record
+          expiry_taken[#taken] = entry or ''
+          if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
+        end
         if group then
           count_waiting(c, group, -1)
-          count_inflight(c, group, 1)
-          spend_token(c, group)
+          if not expired then
+            count_inflight(c, group, 1)
+            spend_token(c, group)
+          end
           local head = refill_head(c, group, prio)
           if head then
             refilled = true
@@ -119,6 +135,17 @@ local function take_jobs(c, wanted, handed, ppm)
     end
     if #popped / 2 < run and not refilled then break end
   end
+  expire(c, gone, now)
+  if #gone >= c.expiring_budget then c.look_again = true end
+  -- The jobs handed out no longer wait for their deadline: a lease that
+  -- ends puts them back (see `end_lease`).
+  if expiring then
+    local claimed = {}
+    for n, id in ipairs(taken) do
+      if expiry_taken[n] ~= '' then claimed[#claimed + 1] = id end
+    end
+    if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end
+  end
   -- The classes' virtual times move to the highest tags handed out.
   local fields = {}
   for prio in pairs(last_tags) do
@@ -128,7 +155,7 @@ local function take_jobs(c, wanted, handed, ppm)
   for prio, tag in pairs(last_tags) do
     advance(c, prio, tag)
   end
-  return taken, records_taken
+  return taken, records_taken, expiry_taken
 end
 
 -- Reads the section that starts at `at`: per request, where its lease_ms
@@ -142,7 +169,8 @@ local function read_claims(argv, at)
     local n = int_of(argv[at + 4])
     requests[r] = {
       at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
-      -- Filled by `claim_all`: its jobs {id, record, token, deadline}.
+      -- Filled by `claim_all`: its jobs {id, record, token, deadline,
+      -- expiry entry}.
       jobs = {},
     }
     at = at + 5 + 3 * n
@@ -193,7 +221,8 @@ local function remember(c, request, argv, until_)
 end
 
 -- The jobs a repeated claim answered the first time that are still
--- leased under the tokens it gave: {id, record, token, deadline} each.
+-- leased under the tokens it gave: {id, record, token, deadline, expiry
+-- entry} each.
 local function still_leased(c, recalled)
   local jobs = {}
   for _, job in ipairs(recalled.jobs) do
@@ -201,7 +230,8 @@ local function still_leased(c, recalled)
     local lease = redis.call('HGET', c.q.leases, id)
     local deadline = redis.call('ZSCORE', c.q.processing, id)
     if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
-      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline}
+      local expiry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id) or ''
+      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline, expiry}
     end
   end
   return jobs
@@ -237,7 +267,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   end
 
   local handed = number(c, 'floor')
-  local taken, records = take_jobs(c, wanted, handed, ppm)
+  local taken, records, expiry = take_jobs(c, wanted, handed, ppm, now)
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   if bucket then
     put(c, 'tokens', bucket - #taken)
@@ -273,7 +303,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
       deadlines[pair - 1], deadlines[pair] = deadline, id
       leases[pair - 1] = id
       leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
-      jobs[#jobs + 1] = {id, records[n], token, deadline}
+      jobs[#jobs + 1] = {id, records[n], token, deadline, expiry[n]}
     end
     next = next + count
   end
@@ -358,6 +388,7 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
       out[#out + 1] = job[2]
       out[#out + 1] = job[3]
       out[#out + 1] = job[4]
+      out[#out + 1] = job[5]
     end
     -- Kept: what applied acks or leased jobs.
     if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then

@@ -13,6 +13,7 @@ mod endpoints;
 mod fairness;
 mod faults;
 mod fuzz;
+mod expiry;
 mod group_rate;
 mod guide;
 mod leases;
