@@ -110,17 +110,13 @@ end
 
 -- Takes a waiting job (pending, scheduled, or in its group set) out of
 -- where it waits; `record` is its record. A group's head taken out is
--- replaced by the group's next job.
+-- replaced by the group's next job. Answers whether the job was waiting.
 local function take_out(c, id, record)
   local q = c.q
-  if redis.call('ZREM', q.scheduled, id) == 1 then return end
+  if redis.call('ZREM', q.scheduled, id) == 1 then return true end
   local group = group_of(record)
-  if not group then
-    redis.call('ZREM', q.pending, id)
-    return
-  end
+  if not group then return redis.call('ZREM', q.pending, id) == 1 end
   local prio = decode(record).prio
-  count_waiting(c, group, -1)
   if redis.call('ZREM', q.pending, id) == 1 then
     -- The head's successor takes its place: pending did not go from
     -- empty to not empty, nobody needs waking.
@@ -128,7 +124,11 @@ local function take_out(c, id, record)
     refill_head(c, group, prio)
   elseif redis.call('ZREM', group_key(c, group), id) == 1 then
     add(c, fields_of(prio).backlog, -1)
+  else
+    return false
   end
+  count_waiting(c, group, -1)
+  return true
 end
 
 -- The deadline (ms) of an `expiry` entry, and whether its job is dropped
@@ -173,17 +173,21 @@ local function expire_due(c, now, limit)
   if #ids == 0 then return 0 end
   local records = redis.call('HMGET', q.jobs, unpack(ids))
   local entries = redis.call('HMGET', q.expiry, unpack(ids))
-  local gone = {}
+  local gone, stale = {}, {}
   for i, id in ipairs(ids) do
-    if records[i] then
-      take_out(c, id, records[i])
+    if records[i] and take_out(c, id, records[i]) then
       gone[#gone + 1] = {id, records[i], entries[i] or ms(now)}
+    elseif not records[i] and entries[i] then
+      stale[#stale + 1] = id
     end
   end
-  -- Entries whose job is gone (a version that knew no expiry ended it).
+  -- Entries of jobs no longer waiting, or gone, that a version of prioq
+  -- without expiry claimed or ended: out of `expiry:due` (a lease's end
+  -- looks at `expiry`), and out of `expiry` once the job is gone.
   redis.call('ZREM', q.expiry_due, unpack(ids))
+  if #stale > 0 then add(c, 'expiring', -redis.call('HDEL', q.expiry, unpack(stale))) end
   expire(c, gone, now)
-  return #ids
+  return #gone
 end
 
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
