@@ -63,8 +63,9 @@ end
 -- `handed` jobs already handed out; plain pops between two floor jobs go
 -- in one ZPOPMIN. A job of a group at its cap goes back to its group set
 -- and does not count. A job whose expiry has come is ended (see `expire`)
--- and does not count either, up to `c.expiring_budget` of them: then the
--- take stops short, and the claims waiting are told to look again.
+-- and does not count either, up to `c.expiring_budget` of them in the
+-- call: then the take stops short, and the claims waiting are told to
+-- look again.
 -- Answers the ids, the records and the `expiry` entries ('' for none) of
 -- the jobs taken.
 local function take_jobs(c, wanted, handed, ppm, now)
@@ -136,7 +137,8 @@ local function take_jobs(c, wanted, handed, ppm, now)
     if #popped / 2 < run and not refilled then break end
   end
   expire(c, gone, now)
-  if #gone >= c.expiring_budget then c.look_again = true end
+  c.expiring_budget = c.expiring_budget - #gone
+  if c.expiring_budget <= 0 then c.look_again = true end
   -- The jobs handed out no longer wait for their deadline: a lease that
   -- ends puts them back (see `end_lease`).
   if expiring then

@@ -33,16 +33,6 @@ async fn until_past(deadline_ms: i64) {
     .await;
 }
 
-/// The value of counter `name` for `queue` on `/metrics`, 0 when absent.
-async fn counter(app: &TestApp, name: &str, queue: &str) -> f64 {
-    let label = format!("{name}{{queue=\"{queue}\"}} ");
-    app.metrics()
-        .await
-        .lines()
-        .find_map(|line| line.strip_prefix(&label)?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Jobs whose expiry passed are skipped by a claim that meets them before
 /// any sweep: dead-lettered with `last_error: "expired"`, or removed with
 /// `on_expiry: "drop"`; live jobs behind them are handed out. Answers the
@@ -98,7 +88,7 @@ pub(crate) async fn check_claim_skips_expired_jobs(config: Config) -> TestApp {
         "{view:?}"
     );
     assert_eq!(app.job("q", "dropped").await.status, StatusCode::NOT_FOUND);
-    assert_eq!(counter(&app, "prioq_jobs_expired_total", "q").await, 2.0);
+    assert_eq!(app.metric(r#"prioq_jobs_expired_total{queue="q"}"#).await, 2.0);
     // Acked, the claimed jobs leave nothing of their expiry behind.
     for job in &jobs {
         assert_eq!(app.ack("q", job).await.status, StatusCode::NO_CONTENT);
