@@ -17,8 +17,10 @@
 --   and the claims'.
 -- Returns: {now, the acks' answers (the claims' acks after the others),
 --   the enqueues' answers, the claims' answers, why the claims got fewer
---   jobs than asked, ms until the next rate limit token, jobs expired};
---   each part's answers one request after the other in one flat list.
+--   jobs than asked, ms until the next rate limit token, jobs expired,
+--   the `expiry` entries of the jobs handed out that have one (id, entry
+--   pairs)}; each part's answers one request after the other in one flat
+--   list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -46,7 +48,7 @@ local function exchange(keys, argv)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0}
+  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

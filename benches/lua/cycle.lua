@@ -12,6 +12,15 @@
 
 local bench_ids = 0
 
+-- The layout of the library this is appended to: `PER_JOB` (lua/lib/
+-- enqueue.lua) arguments a job, 8 before expiry; a claimed job's items in
+-- the reply, 4 before expiry (id, record, token, deadline), 5 since.
+local BENCH_EXTRA = {}
+for i = 1, PER_JOB - 8 do
+  BENCH_EXTRA[i] = ''
+end
+local BENCH_CLAIMED = PER_JOB - 4
+
 -- The arguments of one `exchange` call: the acks of `acking` (id, token
 -- pairs), `enqueues` fresh jobs, `claims` claims of one job.
 local function bench_argv(acking, enqueues, claims, body)
@@ -24,6 +33,9 @@ local function bench_argv(acking, enqueues, claims, body)
     bench_ids = bench_ids + 1
     local job = {'1', 'bench' .. bench_ids, tostring(1 + bench_ids % 10), '0', '5', '', '', body, ''}
     for _, v in ipairs(job) do
+      a[#a + 1] = v
+    end
+    for _, v in ipairs(BENCH_EXTRA) do
       a[#a + 1] = v
     end
   end
@@ -44,7 +56,7 @@ local function bench_leases(reply)
     i = i + 1
     for _ = 1, n do
       leases[#leases + 1] = {out[i], out[i + 2]}
-      i = i + 4
+      i = i + BENCH_CLAIMED
     end
   end
   return leases
@@ -69,8 +81,10 @@ end)
 redis.register_function('bench_harness', function(keys, argv)
   local fake = {}
   for i = 1, tonumber(argv[2]) do
-    for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
-      fake[#fake + 1] = v
+    local items = {'bench' .. i, '', 'bench-' .. i, '0', ''}
+    fake[#fake + 1] = 1
+    for k = 1, BENCH_CLAIMED do
+      fake[#fake + 1] = items[k]
     end
   end
   return bench_rounds(keys, argv, function() return {0, {}, {}, fake} end)

@@ -10,11 +10,12 @@
 -- acks, and an id, a lease token and a result ('' for none) per ack
 -- (applied before the request's jobs are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
--- and then id, record, lease token, lease deadline (ms) and `expiry` entry
--- ('' for none) per job; and
+-- and then id, record, lease token and lease deadline (ms) per job; and
 -- why fewer jobs than asked were handed out: '' (none waiting, or all
 -- handed out), 'paused', 'max_in_flight' or 'rate_limit', and the ms
--- until the next rate limit token (0 when not rate limited).
+-- until the next rate limit token (0 when not rate limited). The `expiry`
+-- entries of the jobs handed out that have one go to `c.expiry_out` (id,
+-- entry pairs), so that jobs without one cost nothing more.
 -- Errors: none; every outcome is in the reply.
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
@@ -59,6 +60,13 @@ local function tokens(c, now)
   return math.min(c.settings.rate_burst, held + math.max(0, now - at) * c.settings.rate_per_second / 1000)
 end
 
+-- Notes the `expiry` entry of job `id` handed out, for the reply.
+local function add_expiry_out(c, id, entry)
+  local out = c.expiry_out or {}
+  out[#out + 1], out[#out + 2] = id, entry
+  c.expiry_out = out
+end
+
 -- Takes up to `wanted` jobs in hand-out order at `now`, counting from
 -- `handed` jobs already handed out; plain pops between two floor jobs go
 -- in one ZPOPMIN. A job of a group at its cap goes back to its group set
@@ -66,10 +74,9 @@ end
 -- and does not count either, up to `c.expiring_budget` of them in the
 -- call: then the take stops short, and the claims waiting are told to
 -- look again.
--- Answers the ids, the records and the `expiry` entries ('' for none) of
--- the jobs taken.
+-- Answers the ids and the records of the jobs taken.
 local function take_jobs(c, wanted, handed, ppm, now)
-  local q, taken, records_taken, expiry_taken, last_tags, gone = c.q, {}, {}, {}, {}, {}
+  local q, taken, records_taken, last_tags, gone, claimed = c.q, {}, {}, {}, {}, {}
   local expiring = number(c, 'expiring') > 0
   while #taken < wanted and #gone < c.expiring_budget do
     local run = 0
@@ -115,7 +122,10 @@ local function take_jobs(c, wanted, handed, ppm, now)
         else
           taken[#taken + 1] = id
           records_taken[#taken] = record
-          expiry_taken[#taken] = entry or ''
+          if entry then
+            claimed[#claimed + 1] = id
+            add_expiry_out(c, id, entry)
+          end
           if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
         end
         if group then
@@ -141,13 +151,7 @@ local function take_jobs(c, wanted, handed, ppm, now)
   if c.expiring_budget <= 0 then c.look_again = true end
   -- The jobs handed out no longer wait for their deadline: a lease that
   -- ends puts them back (see `end_lease`).
-  if expiring then
-    local claimed = {}
-    for n, id in ipairs(taken) do
-      if expiry_taken[n] ~= '' then claimed[#claimed + 1] = id end
-    end
-    if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end
-  end
+  if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end
   -- The classes' virtual times move to the highest tags handed out.
   local fields = {}
   for prio in pairs(last_tags) do
@@ -157,7 +161,7 @@ local function take_jobs(c, wanted, handed, ppm, now)
   for prio, tag in pairs(last_tags) do
     advance(c, prio, tag)
   end
-  return taken, records_taken, expiry_taken
+  return taken, records_taken
 end
 
 -- Reads the section that starts at `at`: per request, where its lease_ms
@@ -171,8 +175,7 @@ local function read_claims(argv, at)
     local n = int_of(argv[at + 4])
     requests[r] = {
       at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
-      -- Filled by `claim_all`: its jobs {id, record, token, deadline,
-      -- expiry entry}.
+      -- Filled by `claim_all`: its jobs {id, record, token, deadline}.
       jobs = {},
     }
     at = at + 5 + 3 * n
@@ -223,8 +226,8 @@ local function remember(c, request, argv, until_)
 end
 
 -- The jobs a repeated claim answered the first time that are still
--- leased under the tokens it gave: {id, record, token, deadline, expiry
--- entry} each.
+-- leased under the tokens it gave: {id, record, token, deadline} each
+-- (their `expiry` entries to `c.expiry_out`).
 local function still_leased(c, recalled)
   local jobs = {}
   for _, job in ipairs(recalled.jobs) do
@@ -232,8 +235,9 @@ local function still_leased(c, recalled)
     local lease = redis.call('HGET', c.q.leases, id)
     local deadline = redis.call('ZSCORE', c.q.processing, id)
     if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
-      local expiry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id) or ''
-      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline, expiry}
+      local entry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id)
+      if entry then add_expiry_out(c, id, entry) end
+      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline}
     end
   end
   return jobs
@@ -269,7 +273,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   end
 
   local handed = number(c, 'floor')
-  local taken, records, expiry = take_jobs(c, wanted, handed, ppm, now)
+  local taken, records = take_jobs(c, wanted, handed, ppm, now)
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   if bucket then
     put(c, 'tokens', bucket - #taken)
@@ -305,7 +309,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
       deadlines[pair - 1], deadlines[pair] = deadline, id
       leases[pair - 1] = id
       leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
-      jobs[#jobs + 1] = {id, records[n], token, deadline, expiry[n]}
+      jobs[#jobs + 1] = {id, records[n], token, deadline}
     end
     next = next + count
   end
@@ -390,7 +394,6 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
       out[#out + 1] = job[2]
       out[#out + 1] = job[3]
       out[#out + 1] = job[4]
-      out[#out + 1] = job[5]
     end
     -- Kept: what applied acks or leased jobs.
     if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then

@@ -88,7 +88,10 @@ pub(crate) async fn check_claim_skips_expired_jobs(config: Config) -> TestApp {
         "{view:?}"
     );
     assert_eq!(app.job("q", "dropped").await.status, StatusCode::NOT_FOUND);
-    assert_eq!(app.metric(r#"prioq_jobs_expired_total{queue="q"}"#).await, 2.0);
+    assert_eq!(
+        app.metric(r#"prioq_jobs_expired_total{queue="q"}"#).await,
+        2.0
+    );
     // Acked, the claimed jobs leave nothing of their expiry behind.
     for job in &jobs {
         assert_eq!(app.ack("q", job).await.status, StatusCode::NO_CONTENT);

@@ -5,13 +5,15 @@
 //! answer per request. The other functions that enqueue (`fire`, `pay`)
 //! take the same enqueue section (`push_jobs`).
 
+use std::collections::HashMap;
+
 use redis::{self, Cmd, FromRedisValue, Value};
 
 use super::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
-use crate::queue::job::{Job, JobState, Lease, expires_at};
+use crate::queue::job::{self, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::new_id;
@@ -32,10 +34,20 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
 /// The function's reply: Redis's time; every ack's status, the claims'
 /// acks after the others; the enqueues' answers, one request after the
 /// other (a status, then an item per job when it is `OK`); the claims'
-/// (the number of jobs leased, then id, record, token, deadline and expiry
-/// per job); why the claims got fewer jobs than asked, the wait for the
-/// next rate limit token, and the jobs it found expired.
-type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64, u64);
+/// (the number of jobs leased, then id, record, token and deadline per
+/// job); why the claims got fewer jobs than asked, the wait for the next
+/// rate limit token, the jobs it found expired, and the `expiry` entries of
+/// the jobs leased that have one (id, entry pairs).
+type RawExchange = (
+    i64,
+    Vec<String>,
+    Vec<Value>,
+    Vec<Value>,
+    String,
+    u64,
+    u64,
+    Vec<String>,
+);
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
 /// layout): their number, then nine arguments per job. `sharded` holds,
@@ -142,9 +154,13 @@ pub fn exchange_command(
 /// `exchange_command` call that carried them; an error when the reply does
 /// not fit them.
 pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
-    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired) =
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry) =
         RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
     let mut expired = Some(expired);
+    let expires_at: HashMap<&str, i64> = expiry
+        .chunks_exact(2)
+        .filter_map(|pair| Some((pair[0].as_str(), job::expires_at(&pair[1])?)))
+        .collect();
     let held = match held.as_str() {
         "paused" => Some(Held::Paused),
         "max_in_flight" => Some(Held::MaxInFlight),
@@ -177,7 +193,11 @@ pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result
             Exchange::Claim(claim) => {
                 let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
                 let expired = expired.take().unwrap_or(0);
-                claim_outcome(claim, &mut claimed, acked, held, expired).map(Exchanged::Claimed)
+                let mut outcome = claim_outcome(claim, &mut claimed, acked, held, expired)?;
+                for job in &mut outcome.jobs {
+                    job.expires_at_ms = expires_at.get(job.id.as_str()).copied();
+                }
+                Ok(Exchanged::Claimed(outcome))
             }
         })
         .collect();
@@ -231,7 +251,7 @@ fn enqueue_outcome(
 }
 
 /// The next claim request's answer: the number of jobs leased to it, then
-/// id, record, lease token, lease deadline and expiry entry per job.
+/// id, record, lease token and lease deadline per job.
 fn claim_outcome(
     claim: &ClaimEntry,
     items: &mut impl Iterator<Item = Value>,
@@ -247,16 +267,13 @@ fn claim_outcome(
             let record = Vec::<u8>::from_redis_value(next()?).map_err(|_| malformed())?;
             let token = String::from_redis_value(next()?).map_err(|_| malformed())?;
             let deadline = String::from_redis_value(next()?).map_err(|_| malformed())?;
-            let expiry = String::from_redis_value(next()?).map_err(|_| malformed())?;
             let lease = Lease {
                 token,
                 worker: (!claim.worker.is_empty()).then(|| claim.worker.clone()),
                 expires_at_ms: deadline.parse::<f64>().map_err(|_| malformed())? as i64,
             };
-            let mut job = Job::from_record(id, &record, JobState::Processing, None, Some(lease))
-                .ok_or_else(malformed)?;
-            job.expires_at_ms = expires_at(&expiry);
-            Ok(job)
+            Job::from_record(id, &record, JobState::Processing, None, Some(lease))
+                .ok_or_else(malformed)
         })
         .collect::<Result<_>>()?;
     Ok(Claimed {
