@@ -12,14 +12,13 @@
 
 local bench_ids = 0
 
--- The layout of the library this is appended to: `PER_JOB` (lua/lib/
--- enqueue.lua) arguments a job, 8 before expiry; a claimed job's items in
--- the reply, 4 before expiry (id, record, token, deadline), 5 since.
+-- The arguments a job takes beyond the first eight: `PER_JOB`, from
+-- lua/lib/enqueue.lua, of the library this is appended to (8 before
+-- expiry, 9 since), left empty.
 local BENCH_EXTRA = {}
 for i = 1, PER_JOB - 8 do
   BENCH_EXTRA[i] = ''
 end
-local BENCH_CLAIMED = PER_JOB - 4
 
 -- The arguments of one `exchange` call: the acks of `acking` (id, token
 -- pairs), `enqueues` fresh jobs, `claims` claims of one job.
@@ -56,7 +55,7 @@ local function bench_leases(reply)
     i = i + 1
     for _ = 1, n do
       leases[#leases + 1] = {out[i], out[i + 2]}
-      i = i + BENCH_CLAIMED
+      i = i + 4
     end
   end
   return leases
@@ -81,10 +80,8 @@ end)
 redis.register_function('bench_harness', function(keys, argv)
   local fake = {}
   for i = 1, tonumber(argv[2]) do
-    local items = {'bench' .. i, '', 'bench-' .. i, '0', ''}
-    fake[#fake + 1] = 1
-    for k = 1, BENCH_CLAIMED do
-      fake[#fake + 1] = items[k]
+    for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
+      fake[#fake + 1] = v
     end
   end
   return bench_rounds(keys, argv, function() return {0, {}, {}, fake} end)

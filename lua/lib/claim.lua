@@ -76,8 +76,10 @@ end
 -- look again.
 -- Answers the ids and the records of the jobs taken.
 local function take_jobs(c, wanted, handed, ppm, now)
-  local q, taken, records_taken, last_tags, gone, claimed = c.q, {}, {}, {}, {}, {}
-  local expiring = number(c, 'expiring') > 0
+  local q, taken, records_taken, last_tags = c.q, {}, {}, {}
+  -- The expired jobs met and the jobs with an expiry taken: made when
+  -- first needed, so that a claim without any builds no more tables.
+  local expiring, gone, claimed = number(c, 'expiring') > 0, NONE, NONE
   while #taken < wanted and #gone < c.expiring_budget do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
@@ -118,11 +120,13 @@ local function take_jobs(c, wanted, handed, ppm, now)
         withhold(c, id, prio, group, member_score)
       else
         if expired then
+          if gone == NONE then gone = {} end
           gone[#gone + 1] = {id, record, entry}
         else
           taken[#taken + 1] = id
           records_taken[#taken] = record
           if entry then
+            if claimed == NONE then claimed = {} end
             claimed[#claimed + 1] = id
             add_expiry_out(c, id, entry)
           end
@@ -146,9 +150,11 @@ local function take_jobs(c, wanted, handed, ppm, now)
     end
     if #popped / 2 < run and not refilled then break end
   end
-  expire(c, gone, now)
-  c.expiring_budget = c.expiring_budget - #gone
-  if c.expiring_budget <= 0 then c.look_again = true end
+  if #gone > 0 then
+    expire(c, gone, now)
+    c.expiring_budget = c.expiring_budget - #gone
+    if c.expiring_budget <= 0 then c.look_again = true end
+  end
   -- The jobs handed out no longer wait for their deadline: a lease that
   -- ends puts them back (see `end_lease`).
   if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end

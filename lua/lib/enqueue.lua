@@ -85,6 +85,9 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         if expiry ~= '' then
           local after, mode = string.match(expiry, '^(%d+)(.*)$')
           local deadline = ms(now + tonumber(after))
+          -- Made for the first job with an expiry: a call without any
+          -- builds no more tables than before.
+          w.expiry, w.expiry_due = w.expiry or {}, w.expiry_due or {}
           w.expiry[#w.expiry + 1] = id
           w.expiry[#w.expiry + 1] = deadline .. mode
           w.expiry_due[#w.expiry_due + 1] = deadline
@@ -116,7 +119,7 @@ local function enqueue_all(c, argv, enqueues, now, out)
     return
   end
   local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
-  local w = {created = {}, records = {}, adds = {}, scheduled = {}, expiry = {}, expiry_due = {}}
+  local w = {created = {}, records = {}, adds = {}, scheduled = {}}
   local exhausted = {}
   if not take_requests(c, argv, requests, 1, #requests, known, w, now) then
     -- A class's tags ran out: each request on its own, so that only those
@@ -128,7 +131,7 @@ local function enqueue_all(c, argv, enqueues, now, out)
   if #w.records > 0 then redis.call('HSET', q.jobs, unpack(w.records)) end
   if #w.scheduled > 0 then redis.call('ZADD', q.scheduled, unpack(w.scheduled)) end
   if #w.adds > 0 then redis.call('ZADD', q.pending, unpack(w.adds)) end
-  if #w.expiry > 0 then
+  if w.expiry then
     redis.call('HSET', q.expiry, unpack(w.expiry))
     redis.call('ZADD', q.expiry_due, unpack(w.expiry_due))
     add(c, 'expiring', #w.expiry / 2)
