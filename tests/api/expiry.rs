@@ -108,13 +108,27 @@ pub(crate) async fn check_claim_skips_expired_jobs(config: Config) -> TestApp {
 #[tokio::test]
 async fn a_claim_skips_expired_jobs_before_any_sweep() {
     let app = check_claim_skips_expired_jobs(test_config()).await;
-    let left: Vec<String> = app
-        .snapshot()
-        .await
-        .into_keys()
+    // A job deleted while it waits takes its deadline with it.
+    app.enqueue(
+        "q",
+        json!({"task": "t", "id": "deleted", "group": "g", "expires_in_ms": 600_000}),
+    )
+    .await;
+    let deleted = app
+        .send(app.http.delete(app.queue_url("q", "/jobs/deleted")))
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{deleted:?}");
+    let snapshot = app.snapshot().await;
+    let left: Vec<&String> = snapshot
+        .keys()
         .filter(|key| key.contains(":expiry"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    let meta = snapshot
+        .iter()
+        .find_map(|(key, value)| key.ends_with(":meta").then_some(value))
+        .expect("meta");
+    assert!(!meta.contains("expiring"), "{meta}");
 }
 
 /// The sweeper ends expired pending, scheduled and grouped jobs within
