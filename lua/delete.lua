@@ -2,7 +2,7 @@
 -- included. A group's head that is deleted is replaced by the group's next
 -- job.
 -- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
---   completed, results, progress
+--   completed, results, progress, expiry, expiry:due
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
@@ -25,23 +25,8 @@ redis.register_function{
     if redis.call('ZREM', q.completed, id) == 1 then
       redis.call('HDEL', q.results, id)
       redis.call('HDEL', q.leases, id)
-    else
-      local waiting = redis.call('ZREM', q.scheduled, id) == 0 and redis.call('ZREM', q.dead, id) == 0
-      local group = group_of(record)
-      if waiting and group then
-        local prio = decode(record).prio
-        count_waiting(c, group, -1)
-        if redis.call('ZREM', q.pending, id) == 1 then
-          -- The head's successor takes its place: pending did not go from
-          -- empty to not empty, nobody needs waking.
-          c.was_empty = false
-          refill_head(c, group, prio)
-        elseif redis.call('ZREM', group_key(c, group), id) == 1 then
-          add(c, fields_of(prio).backlog, -1)
-        end
-      else
-        redis.call('ZREM', q.pending, id)
-      end
+    elseif redis.call('ZREM', q.dead, id) == 0 then
+      take_out(c, id, record)
     end
     redis.call('HDEL', q.jobs, id)
     ended(c, {id}, now_ms())

@@ -4,19 +4,23 @@
 -- enqueues only add, and claims only take pending jobs, so the requests
 -- that were all in flight at once may go in any order. One call, one read
 -- of the queue's state and one write of it, whatever the mix (see the ack,
--- enqueue and claim parts). Due scheduled jobs are promoted first when the
--- call claims.
+-- enqueue and claim parts). When the call claims, jobs whose expiry has
+-- come are ended first, then due scheduled jobs are promoted.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, claims, claims:until
+--   groups, completed, results, progress, claims, claims:until,
+--   expiry, expiry:due
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
---   scheduled jobs to promote at most, ARGV[4] bulk floor in parts per
---   million of jobs handed out, ARGV[5] lease token prefix, ARGV[6] the
---   number of shards the caller routed for, then the acks' section, the
---   enqueues' and the claims'.
+--   scheduled jobs to promote at most (and expired jobs to end, before
+--   and during the claims), ARGV[4] bulk floor in parts per million of
+--   jobs handed out, ARGV[5] lease token prefix, ARGV[6] the number of
+--   shards the caller routed for, then the acks' section, the enqueues'
+--   and the claims'.
 -- Returns: {now, the acks' answers (the claims' acks after the others),
 --   the enqueues' answers, the claims' answers, why the claims got fewer
---   jobs than asked, ms until the next rate limit token}; each part's
---   answers one request after the other in one flat list.
+--   jobs than asked, ms until the next rate limit token, jobs expired,
+--   the `expiry` entries of the jobs handed out that have one (id, entry
+--   pairs)}; each part's answers one request after the other in one flat
+--   list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -37,11 +41,14 @@ local function exchange(keys, argv)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
   if #claims > 0 then
-    promote_due(c, now, int_of(argv[3]))
+    local limit = int_of(argv[3])
+    expire_due(c, now, limit)
+    c.expiring_budget = limit
+    promote_due(c, now, limit)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, statuses, enqueued, claimed, limited, wait_ms}
+  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

@@ -5,7 +5,7 @@
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused,
 --   completed, the `shards` field of meta (see the library's header) or
---   1}
+--   1, the named groups held back by group_rate_limit}
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'stats_' .. VERSION,
@@ -57,6 +57,7 @@ redis.register_function{
       redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
       redis.call('ZCARD', q.completed),
       tonumber(redis.call('HGET', meta, 'shards')) or 1,
+      tonumber(redis.call('HGET', meta, 'throttled')) or 0,
     }
   end,
 }

@@ -1,7 +1,8 @@
 -- sweep: one pass of the sweeper over one queue. Takes back up to `batch`
 -- leases whose deadline has passed (attempts + 1, last error 'lease
 -- expired', back to pending, or to the DLQ once attempts reach
--- max_attempts), promotes up to `batch` due scheduled jobs, deletes up to
+-- max_attempts), ends up to `batch` waiting jobs whose expiry has come
+-- (see `expire`), promotes up to `batch` due scheduled jobs, deletes up to
 -- `batch` completed jobs whose retention has ended, and looks at
 -- up to `batch` finish tags and groups from where the last pass stopped:
 -- tags at or behind their class's virtual time are dropped (they tag a
@@ -14,7 +15,7 @@
 -- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
---   schedules:owed, claims, claims:until
+--   schedules:owed, claims, claims:until, expiry, expiry:due
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -22,7 +23,7 @@
 --   next tags cursor, next groups cursor, completed jobs deleted, now,
 --   the due schedules: name, fire time due and definition each, the
 --   shards the queue is split over as this shard records it, the fires
---   owed: job id and schedule definition each}
+--   owed: job id and schedule definition each, waiting jobs expired}
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'sweep_' .. VERSION,
@@ -31,13 +32,14 @@ redis.register_function{
     local q = queue_of('sweep', keys, argv)
     local c = context(q)
     local now, batch = now_ms(), tonumber(argv[3])
-    local expired = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
+    local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0
-    for _, id in ipairs(expired) do
+    for _, id in ipairs(overdue) do
       local state = end_lease(c, id, now, 0, false, nil, 'lease expired')
       if state then taken = taken + 1 end
       if state == 'dead' then buried = buried + 1 end
     end
+    local expired = expire_due(c, now, batch)
     local promoted = promote_due(c, now, batch)
     local purged = redis.call('ZRANGE', q.completed, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     if #purged > 0 then
@@ -81,6 +83,7 @@ redis.register_function{
       end
     end
     settle(c)
-    return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed}
+    return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed,
+      expired}
   end,
 }

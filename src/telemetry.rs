@@ -29,6 +29,9 @@ pub const JOBS_ACKED: &str = "prioq_jobs_acked_total";
 pub const JOBS_NACKED: &str = "prioq_jobs_nacked_total";
 pub const LEASES_EXPIRED: &str = "prioq_leases_expired_total";
 pub const JOBS_DEAD_LETTERED: &str = "prioq_jobs_dead_lettered_total";
+/// Jobs whose expiry came before they were claimed (dead-lettered or
+/// dropped).
+pub const JOBS_EXPIRED: &str = "prioq_jobs_expired_total";
 /// Requests of this instance queued for their queue's next batched call.
 pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
 /// Batched calls this instance sent to Redis.
@@ -39,13 +42,14 @@ pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 pub const JOB_WAITS: &str = "prioq_job_waits";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
-pub(crate) const QUEUE_COUNTERS: [&str; 6] = [
+pub(crate) const QUEUE_COUNTERS: [&str; 7] = [
     JOBS_ENQUEUED,
     JOBS_CLAIMED,
     JOBS_ACKED,
     JOBS_NACKED,
     LEASES_EXPIRED,
     JOBS_DEAD_LETTERED,
+    JOBS_EXPIRED,
 ];
 
 /// The HTTP request-duration histogram.

@@ -77,6 +77,7 @@ impl Calls {
                 retain_ms,
                 body: body.to_vec(),
                 arrival: None,
+                expiry: None,
             })
             .collect();
         self.push(keys, vec![Exchange::Enqueue(jobs)]);

@@ -13,7 +13,9 @@
 -- and then id, record, lease token and lease deadline (ms) per job; and
 -- why fewer jobs than asked were handed out: '' (none waiting, or all
 -- handed out), 'paused', 'max_in_flight' or 'rate_limit', and the ms
--- until the next rate limit token (0 when not rate limited).
+-- until the next rate limit token (0 when not rate limited). The `expiry`
+-- entries of the jobs handed out that have one go to `c.expiry_out` (id,
+-- entry pairs), so that jobs without one cost nothing more.
 -- Errors: none; every outcome is in the reply.
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
@@ -58,13 +60,27 @@ local function tokens(c, now)
   return math.min(c.settings.rate_burst, held + math.max(0, now - at) * c.settings.rate_per_second / 1000)
 end
 
--- Takes up to `wanted` jobs in hand-out order, counting from `handed` jobs
--- already handed out; plain pops between two floor jobs go in one
--- ZPOPMIN. A job of a group at its cap goes back to its group set and
--- does not count. Answers the ids and the records of the jobs taken.
-local function take_jobs(c, wanted, handed, ppm)
+-- Notes the `expiry` entry of job `id` handed out, for the reply.
+local function add_expiry_out(c, id, entry)
+  local out = c.expiry_out or {}
+  out[#out + 1], out[#out + 2] = id, entry
+  c.expiry_out = out
+end
+
+-- Takes up to `wanted` jobs in hand-out order at `now`, counting from
+-- `handed` jobs already handed out; plain pops between two floor jobs go
+-- in one ZPOPMIN. A job of a group at its cap goes back to its group set
+-- and does not count. A job whose expiry has come is ended (see `expire`)
+-- and does not count either, up to `c.expiring_budget` of them in the
+-- call: then the take stops short, and the claims waiting are told to
+-- look again.
+-- Answers the ids and the records of the jobs taken.
+local function take_jobs(c, wanted, handed, ppm, now)
   local q, taken, records_taken, last_tags = c.q, {}, {}, {}
-  while #taken < wanted do
+  -- The expired jobs met and the jobs with an expiry taken: made when
+  -- first needed, so that a claim without any builds no more tables.
+  local expiring, gone, claimed = number(c, 'expiring') > 0, NONE, NONE
+  while #taken < wanted and #gone < c.expiring_budget do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
       run = run + 1
@@ -81,6 +97,7 @@ local function take_jobs(c, wanted, handed, ppm)
       ids[#ids + 1] = popped[i]
     end
     local records = redis.call('HMGET', q.jobs, unpack(ids))
+    local entries = expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.
     local refilled = false
@@ -97,16 +114,30 @@ local function take_jobs(c, wanted, handed, ppm)
       end
       local prio, tag = class_and_tag(member_score)
       local group = group_of(record)
-      if group and holds(c, group) then
+      local entry = entries[i]
+      local expired = entry and deadline_of(entry) <= now
+      if group and not expired and holds(c, group) then
         withhold(c, id, prio, group, member_score)
       else
-        taken[#taken + 1] = id
-        records_taken[#taken] = record
-        if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
+        if expired then
+          if gone == NONE then gone = {} end
+          gone[#gone + 1] = {id, record, entry}
+        else
+          taken[#taken + 1] = id
+          records_taken[#taken] = record
+          if entry then
+            if claimed == NONE then claimed = {} end
+            claimed[#claimed + 1] = id
+            add_expiry_out(c, id, entry)
+          end
+          if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
+        end
         if group then
           count_waiting(c, group, -1)
-          count_inflight(c, group, 1)
-          spend_token(c, group)
+          if not expired then
+            count_inflight(c, group, 1)
+            spend_token(c, group)
+          end
           local head = refill_head(c, group, prio)
           if head then
             refilled = true
@@ -119,6 +150,14 @@ local function take_jobs(c, wanted, handed, ppm)
     end
     if #popped / 2 < run and not refilled then break end
   end
+  if #gone > 0 then
+    expire(c, gone, now)
+    c.expiring_budget = c.expiring_budget - #gone
+    if c.expiring_budget <= 0 then c.look_again = true end
+  end
+  -- The jobs handed out no longer wait for their deadline: a lease that
+  -- ends puts them back (see `end_lease`).
+  if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end
   -- The classes' virtual times move to the highest tags handed out.
   local fields = {}
   for prio in pairs(last_tags) do
@@ -193,7 +232,8 @@ local function remember(c, request, argv, until_)
 end
 
 -- The jobs a repeated claim answered the first time that are still
--- leased under the tokens it gave: {id, record, token, deadline} each.
+-- leased under the tokens it gave: {id, record, token, deadline} each
+-- (their `expiry` entries to `c.expiry_out`).
 local function still_leased(c, recalled)
   local jobs = {}
   for _, job in ipairs(recalled.jobs) do
@@ -201,6 +241,8 @@ local function still_leased(c, recalled)
     local lease = redis.call('HGET', c.q.leases, id)
     local deadline = redis.call('ZSCORE', c.q.processing, id)
     if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
+      local entry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id)
+      if entry then add_expiry_out(c, id, entry) end
       jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline}
     end
   end
@@ -237,7 +279,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   end
 
   local handed = number(c, 'floor')
-  local taken, records = take_jobs(c, wanted, handed, ppm)
+  local taken, records = take_jobs(c, wanted, handed, ppm, now)
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   if bucket then
     put(c, 'tokens', bucket - #taken)

@@ -2,10 +2,12 @@
 -- request is answered on its own; the writes of all of them go in one
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
--- number of jobs and eight ARGV per job: id, priority, delay_ms,
+-- number of jobs and nine ARGV per job: id, priority, delay_ms,
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
--- queue's), body (see the record layout), and in a sharded queue its
--- arrival number ('' otherwise; see `take_tags`).
+-- queue's), body (see the record layout), in a sharded queue its
+-- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
+-- for none, else expires_in_ms, followed by ':drop' when on_expiry is
+-- drop.
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created, else the view of the job already known
 -- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
@@ -13,7 +15,7 @@
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
-local PER_JOB = 8
+local PER_JOB = 9
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
 -- where its jobs start in ARGV, how many, and the number of jobs before
@@ -38,7 +40,7 @@ end
 
 -- Takes the new jobs of requests first..last as one: their tags at once,
 -- then their records and places in `w` (created ids, records, pending's
--- and scheduled's adds). Answers false, having changed nothing, when a
+-- and scheduled's adds, expiry's entries and expiry:due's adds). Answers false, having changed nothing, when a
 -- class's tags ran out.
 local function take_requests(c, argv, requests, first, last, known, w, now)
   local fresh, prios, groups, arrivals = {}, {}, {}, {}
@@ -79,6 +81,18 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
           .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
           .. (schedule and (small_varint(#schedule) .. schedule) or '')
           .. argv[base + 6]
+        local expiry = argv[base + 8]
+        if expiry ~= '' then
+          local after, mode = string.match(expiry, '^(%d+)(.*)$')
+          local deadline = ms(now + tonumber(after))
+          -- Made for the first job with an expiry: a call without any
+          -- builds no more tables than before.
+          w.expiry, w.expiry_due = w.expiry or {}, w.expiry_due or {}
+          w.expiry[#w.expiry + 1] = id
+          w.expiry[#w.expiry + 1] = deadline .. mode
+          w.expiry_due[#w.expiry_due + 1] = deadline
+          w.expiry_due[#w.expiry_due + 1] = id
+        end
         if delay > 0 then
           w.scheduled[#w.scheduled + 1] = ms(now + delay)
           w.scheduled[#w.scheduled + 1] = id
@@ -117,6 +131,11 @@ local function enqueue_all(c, argv, enqueues, now, out)
   if #w.records > 0 then redis.call('HSET', q.jobs, unpack(w.records)) end
   if #w.scheduled > 0 then redis.call('ZADD', q.scheduled, unpack(w.scheduled)) end
   if #w.adds > 0 then redis.call('ZADD', q.pending, unpack(w.adds)) end
+  if w.expiry then
+    redis.call('HSET', q.expiry, unpack(w.expiry))
+    redis.call('ZADD', q.expiry_due, unpack(w.expiry_due))
+    add(c, 'expiring', #w.expiry / 2)
+  end
 
   -- The answers: what was created here is 1, what was known its view.
   local answered = {}

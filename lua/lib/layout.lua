@@ -38,6 +38,13 @@
 --                     job is still to be made in its shard (see `fire`)
 --   schedules:paid zset  in a shard: job id -> when a fire's job was made
 --                     there, kept a day, so a debt is never paid twice
+--   expiry     hash   id -> "<deadline ms>" or "<deadline ms>:drop" of
+--                     each job enqueued with expires_in_ms, until it ends
+--                     (out of the record, so that a record reads the same
+--                     to every version of prioq)
+--   expiry:due zset   id -> its deadline (ms), for those of them waiting
+--                     (pending or scheduled): a claim and a sweep move
+--                     the jobs whose deadline has come out from its front
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -58,6 +65,8 @@
 --                       one (a setting)
 --                     progress: the entries in `progress`, so that jobs
 --                       ending need not look there when it is empty
+--                     expiring: the entries in `expiry`, so that calls
+--                       on a queue without any need not look there
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
 --                     g:<group>: the named group's rate limit bucket,

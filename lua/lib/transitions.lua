@@ -1,12 +1,20 @@
 -- Transitions: a job's end, pending, scheduled and dead, promotions,
 -- the job's view, leases, acks and a lease's end; settling a call.
 
--- Jobs `ids` ended at `now` (acked, dead-lettered, deleted): their
--- progress goes, and those waiting on them hear of it at `settle`.
+-- Jobs `ids` ended at `now` (acked, dead-lettered, deleted, expired):
+-- their progress and their expiry go, and those waiting on them hear of
+-- it at `settle`.
 local function ended(c, ids, now)
   if #ids == 0 then return end
   if number(c, 'progress') > 0 then
     add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
+  end
+  if number(c, 'expiring') > 0 then
+    local gone = redis.call('HDEL', c.q.expiry, unpack(ids))
+    if gone > 0 then
+      add(c, 'expiring', -gone)
+      redis.call('ZREM', c.q.expiry_due, unpack(ids))
+    end
   end
   c.ended = c.ended or {}
   for _, id in ipairs(ids) do
@@ -26,7 +34,8 @@ end
 -- jobs waiting, and wakes the long polls of every instance when pending
 -- went from empty to not empty: a claim waits only while nothing is
 -- claimable for it, so that edge, a resume and a freed slot are the only
--- ones that need a message.
+-- ones that need a message (and a claim that stopped moving expired jobs
+-- out before it reached the live ones, `c.look_again`).
 local function settle(c)
   local q = c.q
   local sets, gone = {}, {}
@@ -54,7 +63,7 @@ local function settle(c)
       redis.call('ZADD', q.groups, 'NX', 0, group)
     end
   end
-  if c.was_empty and redis.call('ZCARD', q.pending) > 0 then
+  if (c.was_empty or c.look_again) and redis.call('ZCARD', q.pending) > 0 then
     redis.call('PUBLISH', q.wake, '')
   end
   if c.ended and number(c, 'w') >= c.ended_at then
@@ -99,6 +108,88 @@ local function make_dead(q, id, job, now)
   redis.call('ZADD', q.dead, ms(now), id)
 end
 
+-- Takes a waiting job (pending, scheduled, or in its group set) out of
+-- where it waits; `record` is its record. A group's head taken out is
+-- replaced by the group's next job. Answers whether the job was waiting.
+local function take_out(c, id, record)
+  local q = c.q
+  if redis.call('ZREM', q.scheduled, id) == 1 then return true end
+  local group = group_of(record)
+  if not group then return redis.call('ZREM', q.pending, id) == 1 end
+  local prio = decode(record).prio
+  if redis.call('ZREM', q.pending, id) == 1 then
+    -- The head's successor takes its place: pending did not go from
+    -- empty to not empty, nobody needs waking.
+    if c.was_empty == nil then c.was_empty = false end
+    refill_head(c, group, prio)
+  elseif redis.call('ZREM', group_key(c, group), id) == 1 then
+    add(c, fields_of(prio).backlog, -1)
+  else
+    return false
+  end
+  count_waiting(c, group, -1)
+  return true
+end
+
+-- The deadline (ms) of an `expiry` entry, and whether its job is dropped
+-- rather than dead-lettered when it expires.
+local function deadline_of(entry)
+  local deadline, mode = string.match(entry, '^(%d+)(.*)$')
+  return tonumber(deadline), mode == ':drop'
+end
+
+-- Ends at `now` the jobs `gone` ({id, record, expiry entry} each) whose
+-- deadline came before they were claimed, already out of where they
+-- waited: each goes to the DLQ with the last error 'expired', or is
+-- removed when its on_expiry is drop. `c.expired` counts them.
+local function expire(c, gone, now)
+  if #gone == 0 then return end
+  local q, ids, dropped = c.q, {}, {}
+  for i, job in ipairs(gone) do
+    local id, record, entry = job[1], job[2], job[3]
+    ids[i] = id
+    local _, drop = deadline_of(entry)
+    if drop then
+      dropped[#dropped + 1] = id
+    else
+      local decoded = decode(record)
+      decoded.error = 'expired'
+      make_dead(q, id, decoded, now)
+    end
+  end
+  if #dropped > 0 then redis.call('HDEL', q.jobs, unpack(dropped)) end
+  ended(c, ids, now)
+  c.expired = (c.expired or 0) + #gone
+end
+
+-- Ends up to `limit` waiting jobs whose deadline has come by `now`,
+-- earliest deadline first (see `expire`); answers how many. Each costs
+-- O(log N), once: a queue whose jobs all expired is emptied `limit` jobs a
+-- call.
+local function expire_due(c, now, limit)
+  if number(c, 'expiring') <= 0 then return 0 end
+  local q = c.q
+  local ids = redis.call('ZRANGE', q.expiry_due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #ids == 0 then return 0 end
+  local records = redis.call('HMGET', q.jobs, unpack(ids))
+  local entries = redis.call('HMGET', q.expiry, unpack(ids))
+  local gone, stale = {}, {}
+  for i, id in ipairs(ids) do
+    if records[i] and take_out(c, id, records[i]) then
+      gone[#gone + 1] = {id, records[i], entries[i] or ms(now)}
+    elseif not records[i] and entries[i] then
+      stale[#stale + 1] = id
+    end
+  end
+  -- Entries of jobs no longer waiting, or gone, that a version of prioq
+  -- without expiry claimed or ended: out of `expiry:due` (a lease's end
+  -- looks at `expiry`), and out of `expiry` once the job is gone.
+  redis.call('ZREM', q.expiry_due, unpack(ids))
+  if #stale > 0 then add(c, 'expiring', -redis.call('HDEL', q.expiry, unpack(stale))) end
+  expire(c, gone, now)
+  return #gone
+end
+
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
 -- earliest first; answers how many.
 local function promote_due(c, now, limit)
@@ -122,14 +213,14 @@ end
 -- The reply for one job, in any state, as the Rust side parses it: {id,
 -- record, state, state time (run_at, lease deadline, dead_at or
 -- completed_at), lease entry, progress, result of a completed job ('' for
--- none)}; false for each part the job does not have.
-local function job_reply(id, record, state, at, lease, progress, result)
-  return {id, record, state, at or false, lease or false, progress or false, result or false}
+-- none), `expiry` entry}; false for each part the job does not have.
+local function job_reply(id, record, state, at, lease, progress, result, expiry)
+  return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false}
 end
 
 -- The reply for one job (see job_reply), read from wherever it is. Needs
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
--- q.results and q.progress.
+-- q.results, q.progress and q.expiry.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
@@ -151,7 +242,8 @@ local function view(q, id)
       end
     end
   end
-  return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result)
+  return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
+    redis.call('HGET', q.expiry, id))
 end
 
 -- The token of a `leases` entry.
@@ -265,14 +357,22 @@ end
 -- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
 -- pending (or scheduled after `delay`), or to the DLQ when `bury` is set or
 -- its attempts are used up. `prio` (optional) moves it to another class;
--- `error` (optional) becomes its last error. Answers the job's new state,
--- or nil when its class's tags are used up (then nothing was written).
+-- `error` (optional) becomes its last error. A job whose expiry has come
+-- is not delivered again: it goes to the DLQ with the last error
+-- 'expired', whatever its on_expiry (it ran, and failed). Answers the
+-- job's new state, or nil when its class's tags are used up (then nothing
+-- was written).
 local function end_lease(c, id, now, delay, bury, prio, error)
   local q = c.q
   local job = decode(redis.call('HGET', q.jobs, id))
   job.attempts = job.attempts + 1
   if prio then job.prio = prio end
   if error then job.error = error end
+  local deadline = number(c, 'expiring') > 0 and redis.call('HGET', q.expiry, id)
+  if deadline then
+    deadline = deadline_of(deadline)
+    if deadline <= now then bury, job.error = true, 'expired' end
+  end
   local state = 'pending'
   if bury or job.attempts >= job.max then
     state = 'dead'
@@ -291,6 +391,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   elseif state == 'scheduled' then
     make_scheduled(q, id, job, now + delay)
   end
+  if deadline and state ~= 'dead' then redis.call('ZADD', q.expiry_due, ms(deadline), id) end
   if in_flight then wake_if_slot_freed(c, in_flight) end
   return state
 end

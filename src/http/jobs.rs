@@ -16,7 +16,7 @@ use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
-use crate::queue::{Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
+use crate::queue::{Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -94,6 +94,24 @@ pub struct EnqueueRequest {
     /// queue's `retain_ms` setting.
     #[schema(maximum = 2_592_000_000_u64)]
     retain_ms: Option<u64>,
+    /// A job not claimed within this long is never delivered: 1 to
+    /// 2592000000 (30 days).
+    #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
+    expires_in_ms: Option<u64>,
+    /// What becomes of a job whose expiry comes before it is claimed;
+    /// only with `expires_in_ms`.
+    on_expiry: Option<OnExpiry>,
+}
+
+/// What becomes of a job whose expiry comes before it is claimed.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExpiry {
+    /// To the DLQ with `last_error: "expired"` (the default).
+    #[default]
+    Dead,
+    /// Removed.
+    Drop,
 }
 
 pub(super) fn empty_args() -> Box<RawValue> {
@@ -138,6 +156,25 @@ impl EnqueueRequest {
                 "must be 0 to 2592000000 (30 days)",
             ));
         }
+        let expiry = match (self.expires_in_ms, self.on_expiry) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(ApiError::validation(
+                    format!("{field}on_expiry"),
+                    "needs expires_in_ms",
+                ));
+            }
+            (Some(ms), _) if !(1..=MAX_DELAY_MS).contains(&ms) => {
+                return Err(ApiError::validation(
+                    format!("{field}expires_in_ms"),
+                    "must be 1 to 2592000000 (30 days)",
+                ));
+            }
+            (Some(in_ms), on_expiry) => Some(Expiry {
+                in_ms,
+                drop: matches!(on_expiry, Some(OnExpiry::Drop)),
+            }),
+        };
         let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
         if !(1..=1000).contains(&max_attempts) {
             return Err(ApiError::validation(
@@ -154,6 +191,7 @@ impl EnqueueRequest {
             max_attempts,
             group: self.group,
             retain_ms: self.retain_ms,
+            expiry,
         })
     }
 }
@@ -178,6 +216,8 @@ pub(super) fn scheduled_job(
         max_attempts,
         group,
         retain_ms: Some(retain_ms),
+        expires_in_ms: None,
+        on_expiry: None,
     }
     .into_new_job("", default_max_attempts)
 }
@@ -253,6 +293,9 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
     pub result: Option<Option<Box<RawValue>>>,
+    /// When the job, not claimed by then, is no longer delivered (jobs
+    /// enqueued with `expires_in_ms`, until they end; null otherwise).
+    pub expires_at: Option<String>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -295,6 +338,7 @@ impl JobView {
             progress: job.progress,
             completed_at: job.completed_at_ms.map(timestamp),
             result: (job.state == JobState::Completed).then_some(job.result),
+            expires_at: job.expires_at_ms.map(timestamp),
             created: None,
         }
     }

@@ -58,6 +58,7 @@ pub(crate) struct QueueCounters {
     pub(crate) nacked: QueueMetric<Counter>,
     pub(crate) leases_expired: QueueMetric<Counter>,
     pub(crate) dead_lettered: QueueMetric<Counter>,
+    pub(crate) expired: QueueMetric<Counter>,
 }
 
 impl QueueCounters {
@@ -69,6 +70,7 @@ impl QueueCounters {
             nacked: QueueMetric::new(telemetry::JOBS_NACKED, queue),
             leases_expired: QueueMetric::new(telemetry::LEASES_EXPIRED, queue),
             dead_lettered: QueueMetric::new(telemetry::JOBS_DEAD_LETTERED, queue),
+            expired: QueueMetric::new(telemetry::JOBS_EXPIRED, queue),
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct Job {
     pub group: Option<String>,
     /// The schedule that made the job.
     pub schedule: Option<String>,
+    /// When the job, not claimed by then, is no longer delivered; until
+    /// it ends.
+    pub expires_at_ms: Option<i64>,
 }
 
 impl Job {
@@ -79,12 +82,19 @@ impl Job {
             progress: None,
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
+            expires_at_ms: None,
         })
     }
 }
 
+/// The deadline of an `expiry` entry, `<ms>` or `<ms>:drop` (see
+/// `lua/lib/layout.lua`); `None` for `""`, no entry.
+pub(crate) fn expires_at(entry: &str) -> Option<i64> {
+    entry.split(':').next()?.parse().ok()
+}
+
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result}` (see `view` in `lua/lib/transitions.lua`).
+/// progress, result, expiry}` (see `view` in `lua/lib/transitions.lua`).
 type RawView = (
     String,
     Vec<u8>,
@@ -93,16 +103,19 @@ type RawView = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, progress, result) = RawView::from_redis_value(v)?;
+        let (id, record, state, at, lease, progress, result, expiry) =
+            RawView::from_redis_value(v)?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
         let json = |text: Option<String>| text.filter(|t| !t.is_empty()).map(RawValue::from_string);
         job.progress = json(progress).transpose().map_err(|e| e.to_string())?;
         job.result = json(result).transpose().map_err(|e| e.to_string())?;
+        job.expires_at_ms = expiry.as_deref().and_then(expires_at);
         Ok(job)
     }
 }

@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use super::Broker;
 use super::counters::QueueCounters;
 use super::error::{QueueError, Result};
-use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Held, OutgoingJob, reserve_arrivals};
+use super::exchange::{
+    Ack, AckOutcome, ClaimEntry, Claimed, Expiry, Held, OutgoingJob, reserve_arrivals,
+};
 use super::job::{Job, JobState};
 use super::shards::{REROUTES, scatter};
 use super::store::bounded_by;
@@ -47,6 +49,7 @@ pub struct NewJob {
     /// How long it is kept once acked, in ms; `None` for the queue's
     /// `retain_ms`.
     pub retain_ms: Option<u64>,
+    pub expiry: Option<Expiry>,
 }
 
 impl NewJob {
@@ -62,6 +65,7 @@ impl NewJob {
             retain_ms: self.retain_ms,
             body: record::body(&self.task, self.args.get()),
             arrival,
+            expiry: self.expiry,
         }
     }
 
@@ -90,6 +94,9 @@ impl NewJob {
             progress: None,
             group: self.group,
             schedule: None,
+            expires_at_ms: self
+                .expiry
+                .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
         }
     }
 }
@@ -509,9 +516,11 @@ impl Drop for Waiting {
     }
 }
 
-/// Counts what a claim did: the jobs it leased and the acks it applied.
+/// Counts what a claim did: the jobs it leased, the acks it applied and
+/// the jobs it found expired.
 fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
     counters.claimed.increment(claimed.jobs.len() as u64);
+    counters.expired.increment(claimed.expired);
     let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
     counters.acked.increment(acked.count() as u64);
 }

@@ -27,6 +27,9 @@ pub struct QueueStats {
     pub completed: u64,
     /// The number of shards the queue is split over.
     pub shards: u32,
+    /// Named groups held back by `group_rate_limit` until their next
+    /// token (in a sharded queue, once per shard that holds them).
+    pub rate_limited_groups: u64,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -39,8 +42,8 @@ pub struct ClassStats {
 
 /// The stats function's reply: counts by state, then
 /// `(priority, pending, oldest age ms)` per class, named groups, paused,
-/// completed, and the shard's `shards` field (-k while a change from k is
-/// under way).
+/// completed, the shard's `shards` field (-k while a change from k is
+/// under way), and the groups it holds back by their rate limit.
 type RawStats = (
     u64,
     u64,
@@ -52,6 +55,7 @@ type RawStats = (
     u8,
     u64,
     i64,
+    u64,
 );
 
 impl Broker {
@@ -89,6 +93,7 @@ impl Broker {
             paused,
             completed,
             _,
+            rate_limited,
         ) in parts
         {
             stats.pending += pending;
@@ -99,6 +104,7 @@ impl Broker {
             stats.groups += groups;
             stats.paused |= paused == 1;
             stats.completed += completed;
+            stats.rate_limited_groups += rate_limited;
             for (priority, pending, oldest_age_ms) in shard_classes {
                 let class = classes.entry(priority).or_insert(ClassStats {
                     priority,

@@ -1,5 +1,5 @@
 //! One sweep of a queue (the `sweep` function): expired leases taken back,
-//! due jobs promoted, retention ended, finish tags and groups tidied, and
+//! waiting jobs whose expiry came ended, due jobs promoted, retention ended, finish tags and groups tidied, and
 //! the due schedules and the fires owed listed. The sweeper
 //! (`crate::sweeper`) runs it on every shard of every queue, on every
 //! instance.
@@ -14,6 +14,8 @@ pub struct Swept {
     pub reclaimed: u64,
     /// Of those, jobs whose attempts were used up: dead-lettered.
     pub dead: u64,
+    /// Waiting jobs whose expiry came, dead-lettered or dropped.
+    pub expired: u64,
     /// Due scheduled jobs made pending.
     pub promoted: u64,
     /// Completed jobs whose retention ended, deleted.
@@ -44,6 +46,7 @@ type RawSwept = (
     Vec<String>,
     u32,
     Vec<String>,
+    u64,
 );
 
 /// Where a sweep of a queue's finish tags and groups starts: where the
@@ -64,7 +67,8 @@ impl Default for SweepCursors {
 }
 
 impl Broker {
-    /// Takes back up to `batch` expired leases, promotes up to `batch` due
+    /// Takes back up to `batch` expired leases, ends up to `batch` waiting
+    /// jobs whose expiry came, promotes up to `batch` due
     /// scheduled jobs, and tidies up to `batch` finish tags and groups
     /// from `cursors` on, in one call on shard `shard` of the queue (a
     /// shard it no longer has is left alone).
@@ -86,10 +90,11 @@ impl Broker {
             .arg(&cursors.tags)
             .arg(&cursors.groups)
             .arg(owed_for.to_string());
-        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due, shards, owed): RawSwept =
+        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due, shards, owed, expired): RawSwept =
             self.call(&cmd).await?;
         known.counters.leases_expired.increment(reclaimed);
         known.counters.dead_lettered.increment(dead);
+        known.counters.expired.increment(expired);
         let due = due
             .chunks(3)
             .map(|item| match item {
@@ -116,6 +121,7 @@ impl Broker {
         Ok(Swept {
             reclaimed,
             dead,
+            expired,
             promoted,
             purged,
             cursors: SweepCursors { tags, groups },

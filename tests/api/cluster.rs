@@ -8,9 +8,11 @@ use prioq::queue::store::keys::{Key, QueueKeys};
 use serde_json::json;
 
 use crate::completion::{check_retention, check_wait_woken_across_instances};
+use crate::expiry::{check_claim_skips_expired_jobs, check_expiry_racing_claims};
 use crate::fairness::{
     check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
 };
+use crate::group_rate::check_group_rate_fleet_wide;
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
 use crate::schedules::{
@@ -18,6 +20,21 @@ use crate::schedules::{
 };
 use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{redis, spawn_app_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_claim_skips_expired_jobs_before_any_sweep() {
+    check_claim_skips_expired_jobs(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_an_expiry_racing_claims_never_hands_out_an_expired_job() {
+    check_expiry_racing_claims(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_each_group_gets_at_most_its_rate_fleet_wide() {
+    check_group_rate_fleet_wide(shared_cluster().config()).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_retention_keeps_completed_jobs_for_their_window() {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prioq::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -75,9 +76,7 @@ async fn a_claim_of_many_spends_a_group_s_tokens_as_claims_of_one_would() {
 /// Two instances claim as fast as they can from two groups limited to 20
 /// jobs a second, burst 5: over any window each group gets at most
 /// burst + rate × t jobs, and its tokens keep coming.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_group_gets_at_most_its_rate_fleet_wide() {
-    let config = test_config();
+pub(crate) async fn check_group_rate_fleet_wide(config: Config) {
     let a = Arc::new(spawn_app_with(config.clone()).await);
     let b = Arc::new(spawn_app_with(config).await);
     let (rate, burst) = (20.0, 5.0);
@@ -128,6 +127,11 @@ async fn each_group_gets_at_most_its_rate_fleet_wide() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_group_gets_at_most_its_rate_fleet_wide() {
+    check_group_rate_fleet_wide(test_config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_held_by_a_group_s_limit_wakes_for_its_next_token() {
     let app = spawn_app().await;
     configure(
@@ -149,7 +153,7 @@ async fn a_long_poll_held_by_a_group_s_limit_wakes_for_its_next_token() {
 }
 
 #[tokio::test]
-async fn lifting_the_limit_lets_the_held_groups_out_at_once() {
+async fn lifting_the_limit_lets_the_held_groups_out_at_once_and_metrics_show_them() {
     let app = spawn_app().await;
     configure(
         &app,
@@ -159,8 +163,11 @@ async fn lifting_the_limit_lets_the_held_groups_out_at_once() {
     .await;
     enqueue_many(&app, "q", Some("g"), 1, "g-", 4).await;
     assert_eq!(app.claim("q", json!({"max_jobs": 4})).await.len(), 1);
+    let held = r#"prioq_groups_rate_limited{queue="q"}"#;
+    assert_eq!(app.metric(held).await, 1.0);
     configure(&app, "q", json!({"group_rate_limit": null})).await;
     assert_eq!(app.claim("q", json!({"max_jobs": 4})).await.len(), 3);
+    assert_eq!(app.metric(held).await, 0.0);
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod cluster;
 mod completion;
 mod edges;
 mod endpoints;
+mod expiry;
 mod fairness;
 mod faults;
 mod fuzz;

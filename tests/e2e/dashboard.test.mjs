@@ -25,7 +25,9 @@ before(async () => {
   // emails: 2 dead, 1 processing, 6 pending over priorities 0, 5, 9, 1 scheduled.
   await api.kill('emails', 'bounce-1', 'SMTP 550: mailbox unavailable');
   await api.kill('emails', 'bounce-2', 'template "welcome" not found');
-  await api.enqueue('emails', { id: 'welcome-1', task: 'send_email', args: { to: 'a@example.com' }, priority: 0 });
+  await api.enqueue('emails', {
+    id: 'welcome-1', task: 'send_email', args: { to: 'a@example.com' }, priority: 0, expires_in_ms: 1800000,
+  });
   [processing] = await api.claim('emails', 'mailer-7', { lease_ms: 600000 });
   assert.equal(processing.id, 'welcome-1');
   for (const [id, priority] of [['pw-1', 0], ['pw-2', 0], ['inv-1', 5], ['dig-1', 9], ['dig-2', 9], ['dig-3', 9]]) {
@@ -195,7 +197,7 @@ describe('a queue', () => {
     await page.close();
   });
 
-  test('finds a processing job by id, with its worker and lease', async () => {
+  test('finds a processing job by id, with its worker, lease and expiry', async () => {
     const page = await openPage(browser);
     await page.goto(`${prioq.base}${UI}#/queues/emails`);
     await page.getByLabel('Job id').fill('welcome-1');
@@ -206,6 +208,8 @@ describe('a queue', () => {
     await expectText(job.locator('[data-field="lease_token"]'), processing.lease_token);
     await expectText(job.locator('[data-field="lease_expires_at"]'), /^in \d+ min/);
     assert.equal(await job.locator('[data-field="lease_expires_at"]').getAttribute('title'), processing.lease_expires_at);
+    await expectText(job.locator('[data-field="expires_at"]'), /^in \d+ min/);
+    assert.equal(await job.locator('[data-field="expires_at"]').getAttribute('title'), processing.expires_at);
     await expectText(job.locator('[data-field="attempts"]'), '0 of 5');
     assert.match(page.url(), /#\/queues\/emails\/jobs\/welcome-1$/);
     await screenshot(page, 'job');

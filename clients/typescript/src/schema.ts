@@ -824,6 +824,12 @@ export interface components {
              */
             delay_ms?: number;
             /**
+             * Format: int64
+             * @description A job not claimed within this long is never delivered: 1 to
+             *     2592000000 (30 days).
+             */
+            expires_in_ms?: number | null;
+            /**
              * @description The group (a tenant, say) the job shares its priority with fairly;
              *     jobs without one form a group of their own.
              */
@@ -835,6 +841,7 @@ export interface components {
              * @description Deliveries before the job is dead-lettered, 1 to 1000; default from configuration.
              */
             max_attempts?: number | null;
+            on_expiry?: components["schemas"]["OnExpiry"] | null;
             /**
              * Format: int32
              * @description 0 (most urgent) to 255; default 1.
@@ -973,6 +980,11 @@ export interface components {
             /** @description When the job was dead-lettered (dead jobs only). */
             dead_at?: string | null;
             enqueued_at: string;
+            /**
+             * @description When the job, not claimed by then, is no longer delivered (jobs
+             *     enqueued with `expires_in_ms`, until they end; null otherwise).
+             */
+            expires_at?: string | null;
             /** @description The job's group; null when it has none. */
             group?: string | null;
             id: string;
@@ -1028,6 +1040,11 @@ export interface components {
              */
             priority?: number | null;
         };
+        /**
+         * @description What becomes of a job whose expiry comes before it is claimed.
+         * @enum {string}
+         */
+        OnExpiry: "dead" | "drop";
         /**
          * @description An RFC 9457 problem details object.
          * @example {

@@ -40,6 +40,17 @@ pub struct OutgoingJob {
     /// for each of its jobs, in order, before it was split over shards;
     /// `None` takes the next of its call's (see `Route`).
     pub arrival: Option<u64>,
+    pub expiry: Option<Expiry>,
+}
+
+/// When a job not claimed by then is never delivered, and what becomes of
+/// it then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    /// From its enqueue.
+    pub in_ms: u64,
+    /// Removed rather than dead-lettered.
+    pub drop: bool,
 }
 
 /// What the `exchange` function says of one enqueue request's jobs.
@@ -93,6 +104,9 @@ pub struct Claimed {
     /// Why fewer jobs were handed out than asked, when a setting of the
     /// queue, not an empty queue, was the reason.
     pub held: Option<Held>,
+    /// Jobs whose expiry had come that the claim's calls ended on the way
+    /// (a call's count goes with its first claim).
+    pub expired: u64,
 }
 
 /// A setting that held jobs back from a claim.

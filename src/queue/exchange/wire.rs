@@ -5,13 +5,15 @@
 //! answer per request. The other functions that enqueue (`fire`, `pay`)
 //! take the same enqueue section (`push_jobs`).
 
+use std::collections::HashMap;
+
 use redis::{self, Cmd, FromRedisValue, Value};
 
 use super::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
-use crate::queue::job::{Job, JobState, Lease};
+use crate::queue::job::{self, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::new_id;
@@ -32,13 +34,23 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
 /// The function's reply: Redis's time; every ack's status, the claims'
 /// acks after the others; the enqueues' answers, one request after the
 /// other (a status, then an item per job when it is `OK`); the claims'
-/// (the number of jobs leased, then id, record and token per job); why the
-/// claims got fewer jobs than asked, and the wait for the next rate limit
-/// token.
-type RawExchange = (i64, Vec<String>, Vec<Value>, Vec<Value>, String, u64);
+/// (the number of jobs leased, then id, record, token and deadline per
+/// job); why the claims got fewer jobs than asked, the wait for the next
+/// rate limit token, the jobs it found expired, and the `expiry` entries of
+/// the jobs leased that have one (id, entry pairs).
+type RawExchange = (
+    i64,
+    Vec<String>,
+    Vec<Value>,
+    Vec<Value>,
+    String,
+    u64,
+    u64,
+    Vec<String>,
+);
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// layout): their number, then eight arguments per job. `sharded` holds,
+/// layout): their number, then nine arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(
@@ -62,7 +74,10 @@ pub(crate) fn push_jobs(
             .arg(job.group.as_deref().unwrap_or(""))
             .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
             .arg(&job.body)
-            .arg(arrival.map(|n| n.to_string()).unwrap_or_default());
+            .arg(arrival.map(|n| n.to_string()).unwrap_or_default())
+            .arg(job.expiry.map_or_else(String::new, |expiry| {
+                format!("{}{}", expiry.in_ms, if expiry.drop { ":drop" } else { "" })
+            }));
     }
 }
 
@@ -139,8 +154,13 @@ pub fn exchange_command(
 /// `exchange_command` call that carried them; an error when the reply does
 /// not fit them.
 pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
-    let (now_ms, statuses, enqueued, claimed, held, wait_ms) =
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry) =
         RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
+    let mut expired = Some(expired);
+    let expires_at: HashMap<&str, i64> = expiry
+        .chunks_exact(2)
+        .filter_map(|pair| Some((pair[0].as_str(), job::expires_at(&pair[1])?)))
+        .collect();
     let held = match held.as_str() {
         "paused" => Some(Held::Paused),
         "max_in_flight" => Some(Held::MaxInFlight),
@@ -172,7 +192,12 @@ pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result
             }
             Exchange::Claim(claim) => {
                 let acked = outcomes(&mut claim_statuses, claim.acks.len())?;
-                claim_outcome(claim, &mut claimed, acked, held).map(Exchanged::Claimed)
+                let expired = expired.take().unwrap_or(0);
+                let mut outcome = claim_outcome(claim, &mut claimed, acked, held, expired)?;
+                for job in &mut outcome.jobs {
+                    job.expires_at_ms = expires_at.get(job.id.as_str()).copied();
+                }
+                Ok(Exchanged::Claimed(outcome))
             }
         })
         .collect();
@@ -226,12 +251,13 @@ fn enqueue_outcome(
 }
 
 /// The next claim request's answer: the number of jobs leased to it, then
-/// id, record and lease token per job.
+/// id, record, lease token and lease deadline per job.
 fn claim_outcome(
     claim: &ClaimEntry,
     items: &mut impl Iterator<Item = Value>,
     acked: Vec<AckOutcome>,
     held: Option<Held>,
+    expired: u64,
 ) -> Result<Claimed> {
     let mut next = || items.next().ok_or_else(malformed);
     let count = usize::from_redis_value(next()?).map_err(|_| malformed())?;
@@ -250,7 +276,12 @@ fn claim_outcome(
                 .ok_or_else(malformed)
         })
         .collect::<Result<_>>()?;
-    Ok(Claimed { acked, jobs, held })
+    Ok(Claimed {
+        acked,
+        jobs,
+        held,
+        expired,
+    })
 }
 
 impl AckOutcome {

@@ -365,6 +365,7 @@ impl ScheduleSpec {
             retain_ms: Some(self.retain_ms),
             body: body(&self.task, self.args.get()),
             arrival: None,
+            expiry: None,
         }
     }
 }

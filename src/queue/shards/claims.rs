@@ -105,6 +105,7 @@ impl QueueShards {
                     Ok(part) => {
                         got += part.jobs.len();
                         claimed.held = claimed.held.or(part.held);
+                        claimed.expired += part.expired;
                         claimed.jobs.extend(part.jobs);
                     }
                     Err(error) if error.may_have_run() && entry.request_id.is_some() => {
@@ -179,6 +180,7 @@ impl QueueShards {
                         claimed.acked[*i] = *outcome;
                     }
                     claimed.held = claimed.held.or(part.held);
+                    claimed.expired += part.expired;
                     claimed.jobs.extend(part.jobs);
                 }
                 Err(error) => {

@@ -34,12 +34,14 @@ pub enum Key {
     SchedulePaid,
     Claims,
     ClaimsUntil,
+    Expiry,
+    ExpiryDue,
     /// The list of queues: the one key of no queue's slot.
     Queues,
 }
 
 impl Key {
-    pub const ALL: [Self; 20] = [
+    pub const ALL: [Self; 22] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -59,6 +61,8 @@ impl Key {
         Self::SchedulePaid,
         Self::Claims,
         Self::ClaimsUntil,
+        Self::Expiry,
+        Self::ExpiryDue,
         Self::Queues,
     ];
 
@@ -84,6 +88,8 @@ impl Key {
             Self::SchedulePaid => "schedules:paid",
             Self::Claims => "claims",
             Self::ClaimsUntil => "claims:until",
+            Self::Expiry => "expiry",
+            Self::ExpiryDue => "expiry:due",
             Self::Queues => "queues",
         }
     }
@@ -99,6 +105,7 @@ impl Key {
             Self::ScheduleOwed => "owed",
             Self::SchedulePaid => "paid",
             Self::ClaimsUntil => "claims_until",
+            Self::ExpiryDue => "expiry_due",
             other => other.name(),
         }
     }

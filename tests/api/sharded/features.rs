@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 
 use super::{preshard, sharded_cluster};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
+use crate::expiry::{
+    check_claim_skips_expired_jobs, check_expiry_racing_claims, check_sweeper_ends_expired_jobs,
+};
 use crate::fairness::{check_group_cap, check_pause, check_rate_limit};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
 use crate::schedules::{check_deleted_schedule, check_fires_once_per_fire_time};
@@ -59,6 +62,21 @@ async fn sharded_pause_on_one_instance_holds_claims_on_another() {
 async fn sharded_group_cap_holds_fleet_wide_when_it_divides_evenly() {
     // A cap of 3 over 3 shards: 1 in each, 3 fleet-wide, as unsharded.
     check_group_cap(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_claim_skips_expired_jobs_before_any_sweep() {
+    check_claim_skips_expired_jobs(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_the_sweeper_ends_expired_waiting_jobs() {
+    check_sweeper_ends_expired_jobs(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sharded_an_expiry_racing_claims_never_hands_out_an_expired_job() {
+    check_expiry_racing_claims(sharded_cluster(&["q"], 3).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

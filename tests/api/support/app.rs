@@ -207,9 +207,10 @@ impl TestApp {
             .expect("text")
     }
 
-    /// This instance's gauge `name` (one without labels).
-    async fn gauge(&self, name: &str) -> f64 {
-        let prefix = format!("{name} ");
+    /// This instance's series `series` on `/metrics` (a name, with its
+    /// labels when it has some), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let prefix = format!("{series} ");
         self.metrics()
             .await
             .lines()
@@ -223,7 +224,7 @@ impl TestApp {
     /// (`prioq_job_waits`) have looked once and wait.
     pub async fn until_gauge(&self, name: &str, count: usize) {
         until(Duration::from_secs(10), name, || async {
-            self.gauge(name).await >= count as f64
+            self.metric(name).await >= count as f64
         })
         .await;
     }
@@ -231,7 +232,7 @@ impl TestApp {
     /// Waits until this instance's gauge `name` is below `count`.
     pub async fn until_gauge_below(&self, name: &str, count: usize) {
         until(Duration::from_secs(10), name, || async {
-            self.gauge(name).await < count as f64
+            self.metric(name).await < count as f64
         })
         .await;
     }

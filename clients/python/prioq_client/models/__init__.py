@@ -18,6 +18,7 @@ from .groups_page import GroupsPage
 from .job_list import JobList
 from .job_view import JobView
 from .nack_request import NackRequest
+from .on_expiry import OnExpiry
 from .problem import Problem
 from .problem_code import ProblemCode
 from .queue_list import QueueList
@@ -55,6 +56,7 @@ __all__ = (
     "JobList",
     "JobView",
     "NackRequest",
+    "OnExpiry",
     "Problem",
     "ProblemCode",
     "QueueList",

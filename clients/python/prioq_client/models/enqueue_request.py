@@ -5,6 +5,7 @@ from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.on_expiry import OnExpiry
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="EnqueueRequest")
@@ -22,11 +23,14 @@ class EnqueueRequest:
         task (str): What the worker should do, 1 to 200 characters.
         args (Any | Unset): Any JSON value, kept as sent; default `{}`.
         delay_ms (int | Unset): Keep the job scheduled (not claimable) this long; at most 30 days.
+        expires_in_ms (int | None | Unset): A job not claimed within this long is never delivered: 1 to
+            2592000000 (30 days).
         group (None | str | Unset): The group (a tenant, say) the job shares its priority with fairly;
             jobs without one form a group of their own.
         id (None | str | Unset): A client-chosen id makes the enqueue idempotent.
         max_attempts (int | None | Unset): Deliveries before the job is dead-lettered, 1 to 1000; default from
             configuration.
+        on_expiry (None | OnExpiry | Unset):
         priority (int | Unset): 0 (most urgent) to 255; default 1. Default: 1.
         retain_ms (int | None | Unset): Keep the job this long once acked, `completed` with its result; its
             id stays taken meanwhile. 0 to 2592000000 (30 days); default the
@@ -36,9 +40,11 @@ class EnqueueRequest:
     task: str
     args: Any | Unset = UNSET
     delay_ms: int | Unset = UNSET
+    expires_in_ms: int | None | Unset = UNSET
     group: None | str | Unset = UNSET
     id: None | str | Unset = UNSET
     max_attempts: int | None | Unset = UNSET
+    on_expiry: None | OnExpiry | Unset = UNSET
     priority: int | Unset = 1
     retain_ms: int | None | Unset = UNSET
 
@@ -48,6 +54,12 @@ class EnqueueRequest:
         args = self.args
 
         delay_ms = self.delay_ms
+
+        expires_in_ms: int | None | Unset
+        if isinstance(self.expires_in_ms, Unset):
+            expires_in_ms = UNSET
+        else:
+            expires_in_ms = self.expires_in_ms
 
         group: None | str | Unset
         if isinstance(self.group, Unset):
@@ -66,6 +78,14 @@ class EnqueueRequest:
             max_attempts = UNSET
         else:
             max_attempts = self.max_attempts
+
+        on_expiry: None | str | Unset
+        if isinstance(self.on_expiry, Unset):
+            on_expiry = UNSET
+        elif isinstance(self.on_expiry, OnExpiry):
+            on_expiry = self.on_expiry.value
+        else:
+            on_expiry = self.on_expiry
 
         priority = self.priority
 
@@ -86,12 +106,16 @@ class EnqueueRequest:
             field_dict["args"] = args
         if delay_ms is not UNSET:
             field_dict["delay_ms"] = delay_ms
+        if expires_in_ms is not UNSET:
+            field_dict["expires_in_ms"] = expires_in_ms
         if group is not UNSET:
             field_dict["group"] = group
         if id is not UNSET:
             field_dict["id"] = id
         if max_attempts is not UNSET:
             field_dict["max_attempts"] = max_attempts
+        if on_expiry is not UNSET:
+            field_dict["on_expiry"] = on_expiry
         if priority is not UNSET:
             field_dict["priority"] = priority
         if retain_ms is not UNSET:
@@ -107,6 +131,15 @@ class EnqueueRequest:
         args = d.pop("args", UNSET)
 
         delay_ms = d.pop("delay_ms", UNSET)
+
+        def _parse_expires_in_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        expires_in_ms = _parse_expires_in_ms(d.pop("expires_in_ms", UNSET))
 
         def _parse_group(data: object) -> None | str | Unset:
             if data is None:
@@ -135,6 +168,23 @@ class EnqueueRequest:
 
         max_attempts = _parse_max_attempts(d.pop("max_attempts", UNSET))
 
+        def _parse_on_expiry(data: object) -> None | OnExpiry | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                on_expiry_type_0 = OnExpiry(data)
+
+                return on_expiry_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | OnExpiry | Unset, data)
+
+        on_expiry = _parse_on_expiry(d.pop("on_expiry", UNSET))
+
         priority = d.pop("priority", UNSET)
 
         def _parse_retain_ms(data: object) -> int | None | Unset:
@@ -150,9 +200,11 @@ class EnqueueRequest:
             task=task,
             args=args,
             delay_ms=delay_ms,
+            expires_in_ms=expires_in_ms,
             group=group,
             id=id,
             max_attempts=max_attempts,
+            on_expiry=on_expiry,
             priority=priority,
             retain_ms=retain_ms,
         )

@@ -35,6 +35,8 @@ class JobView:
         completed_at (None | str | Unset): When the job was acked (completed jobs only).
         created (bool | None | Unset): Whether an enqueue added the job (enqueue answers only).
         dead_at (None | str | Unset): When the job was dead-lettered (dead jobs only).
+        expires_at (None | str | Unset): When the job, not claimed by then, is no longer delivered (jobs
+            enqueued with `expires_in_ms`, until they end; null otherwise).
         group (None | str | Unset): The job's group; null when it has none.
         last_error (None | str | Unset):
         lease_expires_at (None | str | Unset):
@@ -60,6 +62,7 @@ class JobView:
     completed_at: None | str | Unset = UNSET
     created: bool | None | Unset = UNSET
     dead_at: None | str | Unset = UNSET
+    expires_at: None | str | Unset = UNSET
     group: None | str | Unset = UNSET
     last_error: None | str | Unset = UNSET
     lease_expires_at: None | str | Unset = UNSET
@@ -107,6 +110,12 @@ class JobView:
             dead_at = UNSET
         else:
             dead_at = self.dead_at
+
+        expires_at: None | str | Unset
+        if isinstance(self.expires_at, Unset):
+            expires_at = UNSET
+        else:
+            expires_at = self.expires_at
 
         group: None | str | Unset
         if isinstance(self.group, Unset):
@@ -175,6 +184,8 @@ class JobView:
             field_dict["created"] = created
         if dead_at is not UNSET:
             field_dict["dead_at"] = dead_at
+        if expires_at is not UNSET:
+            field_dict["expires_at"] = expires_at
         if group is not UNSET:
             field_dict["group"] = group
         if last_error is not UNSET:
@@ -243,6 +254,15 @@ class JobView:
             return cast(None | str | Unset, data)
 
         dead_at = _parse_dead_at(d.pop("dead_at", UNSET))
+
+        def _parse_expires_at(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
 
         def _parse_group(data: object) -> None | str | Unset:
             if data is None:
@@ -324,6 +344,7 @@ class JobView:
             completed_at=completed_at,
             created=created,
             dead_at=dead_at,
+            expires_at=expires_at,
             group=group,
             last_error=last_error,
             lease_expires_at=lease_expires_at,

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class OnExpiry(StrEnum):
+    DEAD = "dead"
+    DROP = "drop"
+
+    def __str__(self) -> str:
+        return str(self.value)
