@@ -13,3 +13,4 @@
 
 pub mod checker;
 pub mod history;
+pub mod run;
