@@ -247,29 +247,31 @@ fn stale_ack_accepted(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 fn priority_order(facts: &Facts<'_>) -> Vec<Violation> {
-    order(facts, |x, w| {
-        (w.priority < x.priority).then(|| {
+    order(
+        facts,
+        |x, (priority, _)| priority < x.priority,
+        |_, _| true,
+        |x, w| {
             format!(
                 "claimed {} at priority {} while {} at priority {} was pending",
                 x.id, x.priority, w.id, w.priority
             )
-        })
-    })
+        },
+    )
 }
 
 fn fifo_order(facts: &Facts<'_>) -> Vec<Violation> {
-    order(facts, |x, w| {
-        let ahead = x.first_delivery
-            && w.priority == x.priority
-            && w.group == x.group
-            && x.created_after.is_some_and(|after| w.created_by < after);
-        ahead.then(|| {
+    order(
+        facts,
+        |x, (priority, group)| x.first_delivery && priority == x.priority && group == x.group,
+        |x, w| x.created_after.is_some_and(|after| w.created_by < after),
+        |x, w| {
             format!(
                 "claimed {} (group {:?}, priority {}) before {}, enqueued before it",
                 x.id, x.group, x.priority, w.id
             )
-        })
-    })
+        },
+    )
 }
 
 /// A job as the order rules compare it.
@@ -284,19 +286,105 @@ struct Ranked<'h> {
     created_after: Option<i64>,
 }
 
-/// Every job a claim answered on a queue without caps, against every job
-/// of the queue that was certainly pending throughout the claim (created
-/// before it started, enqueued without delay, not taken by any claim
-/// that started before it ended, nor possibly by a claim whose answer
-/// was lost); `ahead` says whether `w` should have come before `x`.
+/// A job that may be pending when a claim runs: from when it certainly
+/// existed until it was possibly taken by a claim (one answered, or one
+/// whose answer was lost).
+#[derive(Debug)]
+struct Witness<'h> {
+    job: Ranked<'h>,
+    taken_from: i64,
+    enqueue: u64,
+}
+
+type ClassKey<'h> = (u8, Option<&'h str>);
+
+/// Every job a claim answered on a queue without caps, against the jobs
+/// of the queue certainly pending throughout the claim (created before it
+/// started, enqueued without delay, not possibly taken by a claim that
+/// started before it ended) in the classes `class` picks for it; `ahead`
+/// says whether such a job should have come first.
 fn order(
     facts: &Facts<'_>,
-    ahead: impl Fn(&Ranked<'_>, &Ranked<'_>) -> Option<String>,
+    class: impl Fn(&Ranked<'_>, ClassKey<'_>) -> bool,
+    ahead: impl Fn(&Ranked<'_>, &Ranked<'_>) -> bool,
+    describe: impl Fn(&Ranked<'_>, &Ranked<'_>) -> String,
 ) -> Vec<Violation> {
+    let witnesses = witnesses(facts);
+    let mut claims: Vec<&Op> = facts
+        .ops
+        .iter()
+        .filter(|op| op.outcome == Outcome::Ok && matches!(op.call, Call::Claim { .. }))
+        .collect();
+    claims.sort_by_key(|op| op.start_ms);
+    // Per class, the first witness not yet taken by the time of the
+    // claims seen so far: claims come by start, so what was taken before
+    // one started was taken before every later one ended.
+    let mut fronts: BTreeMap<(&str, ClassKey<'_>), usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for claim in claims {
+        let Call::Claim { jobs, .. } = &claim.call else {
+            continue;
+        };
+        let Some(classes) = witnesses.get(claim.queue.as_str()) else {
+            continue;
+        };
+        for (&key, list) in classes {
+            let front = fronts.entry((claim.queue.as_str(), key)).or_insert(0);
+            while list
+                .get(*front)
+                .is_some_and(|w| w.taken_from < claim.start_ms)
+            {
+                *front += 1;
+            }
+        }
+        let answered: BTreeSet<&str> = jobs.iter().map(|l| l.id.as_str()).collect();
+        for lease in jobs {
+            let job = facts.jobs.get(&(claim.queue.as_str(), lease.id.as_str()));
+            let x = Ranked {
+                id: &lease.id,
+                priority: lease.priority,
+                group: lease.group.as_deref(),
+                first_delivery: lease.attempts == 0 && job.and_then(JobFacts::delay_ms) == Some(0),
+                created_by: i64::MAX,
+                created_after: job.and_then(JobFacts::created_after),
+            };
+            let found =
+                classes
+                    .iter()
+                    .filter(|(key, _)| class(&x, **key))
+                    .find_map(|(key, list)| {
+                        let front = fronts[&(claim.queue.as_str(), *key)];
+                        list[front..]
+                            .iter()
+                            .take_while(|w| w.job.created_by < claim.start_ms)
+                            .find(|w| {
+                                w.taken_from >= claim.end_ms
+                                    && !answered.contains(w.job.id)
+                                    && ahead(&x, &w.job)
+                            })
+                    });
+            if let Some(w) = found {
+                out.push(Violation::new(
+                    format!(
+                        "{}: {} (op {})",
+                        claim.queue,
+                        describe(&x, &w.job),
+                        claim.op
+                    ),
+                    [claim.op, w.enqueue],
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The jobs of each uncapped queue enqueued ok without delay, by class
+/// (priority and group), in the order they certainly existed.
+fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
     let taken = taken_from(facts);
     let lost = unresolved_claims(facts);
-    let mut out = Vec::new();
-    let mut pending: BTreeMap<&str, Vec<(Ranked<'_>, i64, u64)>> = BTreeMap::new();
+    let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
         if facts.caps.get(queue).is_some_and(|c| c.any()) || job.delay_ms() != Some(0) {
             continue;
@@ -310,62 +398,40 @@ fn order(
         else {
             continue;
         };
+        let created_after = job.created_after();
+        // A claim whose answer was lost, running after the job may have
+        // been created, may have taken it.
+        let lost_from = lost
+            .iter()
+            .filter(|u| u.queue == queue && created_after.is_none_or(|after| after < u.end_ms))
+            .map(|u| u.start_ms)
+            .min()
+            .unwrap_or(i64::MAX);
         let enqueue = job.enqueues.iter().find(|op| op.outcome == Outcome::Ok);
-        pending.entry(queue).or_default().push((
-            Ranked {
+        let witness = Witness {
+            job: Ranked {
                 id,
                 priority: *priority,
                 group: group.as_deref(),
                 first_delivery: false,
                 created_by,
-                created_after: job.created_after(),
+                created_after,
             },
-            taken.get(&(queue, id)).copied().unwrap_or(i64::MAX),
-            enqueue.map_or(0, |op| op.op),
-        ));
+            taken_from: taken
+                .get(&(queue, id))
+                .copied()
+                .unwrap_or(i64::MAX)
+                .min(lost_from),
+            enqueue: enqueue.map_or(0, |op| op.op),
+        };
+        out.entry(queue)
+            .or_default()
+            .entry((*priority, group.as_deref()))
+            .or_default()
+            .push(witness);
     }
-    for claim in facts.ops.iter().filter(|op| op.outcome == Outcome::Ok) {
-        let Call::Claim { jobs, .. } = &claim.call else {
-            continue;
-        };
-        let Some(waiting) = pending.get(claim.queue.as_str()) else {
-            continue;
-        };
-        let answered: BTreeSet<&str> = jobs.iter().map(|l| l.id.as_str()).collect();
-        let lost_before = |w: &Ranked<'_>| {
-            lost.iter().any(|u| {
-                u.queue == claim.queue
-                    && u.start_ms < claim.end_ms
-                    && w.created_after.is_none_or(|after| after < u.end_ms)
-            })
-        };
-        for lease in jobs {
-            let job = facts.jobs.get(&(claim.queue.as_str(), lease.id.as_str()));
-            let x = Ranked {
-                id: &lease.id,
-                priority: lease.priority,
-                group: lease.group.as_deref(),
-                first_delivery: lease.attempts == 0 && job.and_then(JobFacts::delay_ms) == Some(0),
-                created_by: i64::MAX,
-                created_after: job.and_then(JobFacts::created_after),
-            };
-            let witness = waiting.iter().find_map(|(w, taken_at, enqueue)| {
-                let throughout = w.created_by < claim.start_ms
-                    && *taken_at >= claim.end_ms
-                    && !answered.contains(w.id);
-                if !throughout {
-                    return None;
-                }
-                let why = ahead(&x, w)?;
-                (!lost_before(w)).then_some((why, *enqueue))
-            });
-            if let Some((why, enqueue)) = witness {
-                out.push(Violation::new(
-                    format!("{}: {why} (op {})", claim.queue, claim.op),
-                    [claim.op, enqueue],
-                ));
-            }
-        }
+    for list in out.values_mut().flat_map(BTreeMap::values_mut) {
+        list.sort_by_key(|w| w.job.created_by);
     }
     out
 }
