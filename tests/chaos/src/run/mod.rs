@@ -256,7 +256,8 @@ fn kind(call: &Call) -> &'static str {
     }
 }
 
-/// Prints the fault schedule a seed makes (to replay or compare runs).
+/// Prints the fault schedule a seed makes (to replay or compare runs):
+/// each fault after the gap that follows the previous one's healing.
 pub fn print_schedule(options: &Options) {
     let mut rng = load::rng_for(options.seed, u64::MAX);
     let schedule: Vec<(u64, Fault)> = faults::schedule(
@@ -265,9 +266,7 @@ pub fn print_schedule(options: &Options) {
         options.fault_every.as_millis() as u64,
         options.instances,
     );
-    let mut at = 0;
     for (gap, fault) in schedule {
-        at += gap;
-        println!("{at:>8} ms  {fault:?}");
+        println!("after {gap:>5} ms  {fault:?}");
     }
 }
