@@ -46,6 +46,10 @@
 //!
 //! Data flows one way: request → handler → queue operation → lane → one
 //! Redis function call.
+//!
+//! Outside this crate, dev-only: `tests/chaos/` (`prioq-chaos`), the
+//! seeded fault schedule and its history checker (`history`, the recorded
+//! operations; `checker`, pure, one rule per promise; `run`, the runner).
 
 pub mod config;
 pub mod http;

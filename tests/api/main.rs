@@ -16,6 +16,7 @@ mod faults;
 mod fuzz;
 mod group_rate;
 mod guide;
+mod history_checker;
 mod leases;
 mod library;
 mod ops;

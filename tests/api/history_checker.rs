@@ -1,0 +1,358 @@
+//! The history checker (`prioq-chaos`'s pure core) on a small history
+//! whose every job ends cleanly, and on copies of it with one violation
+//! planted each: the checker answers nothing on the first and names the
+//! planted rule on each copy, so it is known to fail.
+//!
+//! Times: the runner's clock and Redis's are the same here (a claim
+//! granted at 40 ran from 40 to 50), as on one machine.
+
+use prioq_chaos::checker::{RULES, check};
+use prioq_chaos::history::{AckEntry, Call, Lease, Op, Outcome};
+use serde_json::{Value, json};
+
+fn op(op: u64, queue: &str, (start_ms, end_ms): (i64, i64), outcome: Outcome, call: Call) -> Op {
+    Op {
+        op,
+        process: "p".into(),
+        queue: queue.into(),
+        start_ms,
+        end_ms,
+        outcome,
+        status: None,
+        call,
+    }
+}
+
+fn enqueue(
+    n: u64,
+    queue: &str,
+    id: &str,
+    priority: u8,
+    group: &str,
+    at: i64,
+    outcome: Outcome,
+) -> Op {
+    let call = Call::Enqueue {
+        id: id.into(),
+        priority,
+        group: Some(group.into()),
+        delay_ms: 0,
+        created: None,
+    };
+    op(n, queue, (at, at + 5), outcome, call)
+}
+
+/// A claim answered at once with one job, granted at `at` (its start).
+fn claim(
+    n: u64,
+    queue: &str,
+    job: (&str, u8, &str, u32, i64),
+    token: &str,
+    at: i64,
+    lease_ms: u64,
+) -> Op {
+    let (id, priority, group, attempts, enqueued_at) = job;
+    let lease = Lease {
+        id: id.into(),
+        token: token.into(),
+        priority,
+        group: Some(group.into()),
+        attempts,
+        enqueued_at,
+        expires_at: at + lease_ms as i64,
+    };
+    let call = Call::Claim {
+        worker: format!("w{n}"),
+        request_id: format!("r{n}"),
+        lease_ms,
+        max_jobs: 1,
+        acks: Vec::new(),
+        jobs: vec![lease],
+        acked: Vec::new(),
+    };
+    op(n, queue, (at, at + 10), Outcome::Ok, call)
+}
+
+fn result(token: &str) -> Value {
+    json!({"token": token})
+}
+
+fn ack(n: u64, queue: &str, id: &str, token: &str, at: i64) -> Op {
+    let entry = AckEntry {
+        id: id.into(),
+        token: token.into(),
+        result: result(token),
+    };
+    op(n, queue, (at, at + 10), Outcome::Ok, Call::Ack(entry))
+}
+
+fn read(
+    n: u64,
+    queue: &str,
+    id: &str,
+    state: Option<&str>,
+    enqueued_at: i64,
+    result: Option<Value>,
+) -> Op {
+    let call = Call::Read {
+        id: id.into(),
+        state: state.map(Into::into),
+        enqueued_at: state.map(|_| enqueued_at),
+        result,
+    };
+    op(n, queue, (9000, 9001), Outcome::Ok, call)
+}
+
+/// Queue `main` uncapped, `capped` with one job per group in flight.
+/// Jobs: a (acked), b (nacked, claimed again, acked inside a claim), c
+/// (its enqueue failed), a schedule's job, x and y on the capped queue one
+/// after the other, d still processing (its lease extended).
+fn clean() -> Vec<Op> {
+    let configure = Call::Configure {
+        max_in_flight: Some(2),
+        group_max_in_flight: Some(1),
+    };
+    let schedule = Call::Schedule {
+        name: "tick".into(),
+        cron: "* * * * *".into(),
+    };
+    let claim_acking_b = Call::Claim {
+        worker: "w11".into(),
+        request_id: "r11".into(),
+        lease_ms: 1000,
+        max_jobs: 1,
+        acks: vec![AckEntry {
+            id: "b".into(),
+            token: "tc".into(),
+            result: result("tc"),
+        }],
+        jobs: Vec::new(),
+        acked: vec![204],
+    };
+    vec![
+        op(1, "capped", (0, 1), Outcome::Ok, configure),
+        op(2, "main", (0, 1), Outcome::Ok, schedule),
+        enqueue(3, "main", "a", 1, "g1", 0, Outcome::Ok),
+        enqueue(4, "main", "b", 1, "g1", 20, Outcome::Ok),
+        enqueue(5, "main", "c", 0, "g1", 35, Outcome::Failed),
+        claim(6, "main", ("a", 1, "g1", 0, 5), "ta", 40, 1000),
+        ack(7, "main", "a", "ta", 60),
+        claim(8, "main", ("b", 1, "g1", 0, 25), "tb", 80, 1000),
+        op(
+            9,
+            "main",
+            (100, 110),
+            Outcome::Ok,
+            Call::Nack {
+                id: "b".into(),
+                token: "tb".into(),
+                delay_ms: 0,
+            },
+        ),
+        claim(10, "main", ("b", 1, "g1", 1, 25), "tc", 120, 1000),
+        op(11, "main", (140, 150), Outcome::Ok, claim_acking_b),
+        claim(12, "main", ("tick:60000", 1, "g1", 0, 155), "ts", 160, 1000),
+        ack(13, "main", "tick:60000", "ts", 180),
+        enqueue(14, "capped", "x", 1, "g1", 190, Outcome::Ok),
+        enqueue(15, "capped", "y", 1, "g1", 195, Outcome::Ok),
+        claim(16, "capped", ("x", 1, "g1", 0, 192), "tx", 200, 1000),
+        ack(17, "capped", "x", "tx", 300),
+        claim(18, "capped", ("y", 1, "g1", 0, 197), "ty", 320, 1000),
+        enqueue(19, "main", "d", 2, "g2", 400, Outcome::Ok),
+        claim(20, "main", ("d", 2, "g2", 0, 402), "td", 420, 5000),
+        op(
+            21,
+            "main",
+            (500, 505),
+            Outcome::Ok,
+            Call::Extend {
+                id: "d".into(),
+                token: "td".into(),
+                lease_ms: 5000,
+                expires_at: Some(5502),
+            },
+        ),
+        read(22, "main", "a", Some("completed"), 5, Some(result("ta"))),
+        read(23, "main", "b", Some("completed"), 25, Some(result("tc"))),
+        read(24, "main", "c", None, 0, None),
+        read(
+            25,
+            "main",
+            "tick:60000",
+            Some("completed"),
+            155,
+            Some(result("ts")),
+        ),
+        read(
+            26,
+            "capped",
+            "x",
+            Some("completed"),
+            192,
+            Some(result("tx")),
+        ),
+        read(27, "capped", "y", Some("processing"), 197, None),
+        read(28, "main", "d", Some("processing"), 402, None),
+    ]
+}
+
+/// The rules `history` breaks, by name, sorted.
+fn broken(history: &[Op]) -> Vec<&'static str> {
+    let mut rules: Vec<_> = check(history).into_iter().map(|v| v.rule).collect();
+    rules.sort_unstable();
+    rules.dedup();
+    rules
+}
+
+fn replace(history: &mut [Op], new: Op) {
+    let at = history
+        .iter()
+        .position(|o| o.op == new.op)
+        .expect("op to replace");
+    history[at] = new;
+}
+
+#[test]
+fn a_clean_history_breaks_no_rule() {
+    assert_eq!(broken(&clean()), Vec::<&str>::new());
+}
+
+#[test]
+fn a_job_leased_again_after_its_ack_is_reported() {
+    let mut history = clean();
+    history.push(claim(50, "main", ("a", 1, "g1", 0, 5), "tz", 500, 1000));
+    assert_eq!(broken(&history), ["acked_delivered_again"]);
+}
+
+#[test]
+fn a_job_gone_without_an_ack_is_reported() {
+    let mut history = clean();
+    replace(&mut history, read(27, "capped", "y", None, 0, None));
+    assert_eq!(broken(&history), ["lost_job"]);
+}
+
+#[test]
+fn a_failed_enqueue_that_created_its_job_is_reported() {
+    let mut history = clean();
+    replace(
+        &mut history,
+        read(24, "main", "c", Some("pending"), 37, None),
+    );
+    assert_eq!(broken(&history), ["failed_enqueue_applied"]);
+}
+
+#[test]
+fn a_job_seen_with_two_enqueue_times_is_reported() {
+    let mut history = clean();
+    replace(
+        &mut history,
+        read(22, "main", "a", Some("completed"), 6, Some(result("ta"))),
+    );
+    assert_eq!(broken(&history), ["enqueued_twice"]);
+}
+
+#[test]
+fn a_schedule_time_fired_twice_is_reported() {
+    let mut history = clean();
+    replace(
+        &mut history,
+        read(
+            25,
+            "main",
+            "tick:60000",
+            Some("completed"),
+            900,
+            Some(result("ts")),
+        ),
+    );
+    assert_eq!(broken(&history), ["schedule_fired_twice"]);
+}
+
+#[test]
+fn a_lease_granted_while_another_held_is_reported() {
+    let mut history = clean();
+    history.push(claim(50, "main", ("d", 2, "g2", 0, 402), "td2", 600, 5000));
+    assert_eq!(broken(&history), ["two_valid_leases"]);
+}
+
+#[test]
+fn an_ack_from_a_replaced_lease_accepted_is_reported() {
+    let mut history = clean();
+    // ta's lease ran out at 1040; a new lease at 1100; ta's ack at 1200.
+    history.push(claim(50, "main", ("a", 1, "g1", 1, 5), "tz", 1100, 1000));
+    replace(&mut history, ack(7, "main", "a", "ta", 1200));
+    assert_eq!(broken(&history), ["stale_ack_accepted"]);
+}
+
+#[test]
+fn a_less_urgent_job_claimed_over_a_pending_urgent_one_is_reported() {
+    let mut history = clean();
+    history.push(enqueue(50, "main", "e", 0, "g9", 405, Outcome::Ok));
+    history.push(read(51, "main", "e", Some("pending"), 407, None));
+    assert_eq!(broken(&history), ["priority_order"]);
+}
+
+#[test]
+fn a_job_claimed_before_an_older_one_of_its_group_is_reported() {
+    let mut history = clean();
+    history.push(enqueue(50, "main", "f", 2, "g2", 390, Outcome::Ok));
+    history.push(read(51, "main", "f", Some("pending"), 392, None));
+    assert_eq!(broken(&history), ["fifo_order"]);
+}
+
+#[test]
+fn a_group_over_its_cap_is_reported() {
+    let mut history = clean();
+    // y leased at 250 while x's lease held until its ack at 300.
+    replace(
+        &mut history,
+        claim(18, "capped", ("y", 1, "g1", 0, 197), "ty", 250, 1000),
+    );
+    assert_eq!(broken(&history), ["cap_exceeded"]);
+}
+
+#[test]
+fn a_result_other_than_the_acked_one_is_reported() {
+    let mut history = clean();
+    replace(
+        &mut history,
+        read(22, "main", "a", Some("completed"), 5, Some(result("tb"))),
+    );
+    assert_eq!(broken(&history), ["result_mismatch"]);
+}
+
+#[test]
+fn every_rule_has_a_planted_violation() {
+    // The tests above plant one violation per rule; a rule added to the
+    // checker without its planted test fails here.
+    let planted = [
+        "acked_delivered_again",
+        "lost_job",
+        "failed_enqueue_applied",
+        "enqueued_twice",
+        "schedule_fired_twice",
+        "two_valid_leases",
+        "stale_ack_accepted",
+        "priority_order",
+        "fifo_order",
+        "cap_exceeded",
+        "result_mismatch",
+    ];
+    let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();
+    assert_eq!(rules, planted);
+}
+
+#[test]
+fn an_unknown_enqueue_may_or_may_not_exist() {
+    // The same history with c's enqueue unknown instead of failed: c
+    // present, or gone, is allowed either way.
+    for state in [Some("pending"), None] {
+        let mut history = clean();
+        replace(
+            &mut history,
+            enqueue(5, "main", "c", 0, "g1", 35, Outcome::Unknown),
+        );
+        replace(&mut history, read(24, "main", "c", state, 37, None));
+        assert_eq!(broken(&history), Vec::<&str>::new(), "c {state:?}");
+    }
+}

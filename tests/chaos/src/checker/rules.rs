@@ -1,0 +1,617 @@
+//! The rules, one function each, listed in [`RULES`]. A new feature adds
+//! its rule there (and its facts in `facts.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Violation;
+use super::facts::{Facts, JobFacts, JobKey, LeaseFact};
+use crate::history::{Call, Op, Outcome};
+
+/// A rule: its name (printed with each violation), what it promises, and
+/// its check.
+#[derive(Debug)]
+pub struct Rule {
+    pub name: &'static str,
+    pub promise: &'static str,
+    pub check: fn(&Facts<'_>) -> Vec<Violation>,
+}
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        name: "acked_delivered_again",
+        promise: "a job acked ok is never delivered again",
+        check: acked_delivered_again,
+    },
+    Rule {
+        name: "lost_job",
+        promise: "a job enqueued ok ends acked, dead or still present",
+        check: lost_job,
+    },
+    Rule {
+        name: "failed_enqueue_applied",
+        promise: "an enqueue that failed (effect none) created nothing",
+        check: failed_enqueue_applied,
+    },
+    Rule {
+        name: "enqueued_twice",
+        promise: "an enqueue, however often retried, exists at most once",
+        check: enqueued_twice,
+    },
+    Rule {
+        name: "schedule_fired_twice",
+        promise: "each fire time of a schedule is enqueued once",
+        check: schedule_fired_twice,
+    },
+    Rule {
+        name: "two_valid_leases",
+        promise: "no two leases of a job are valid at once",
+        check: two_valid_leases,
+    },
+    Rule {
+        name: "stale_ack_accepted",
+        promise: "no ack is accepted from a lease that a newer one replaced",
+        check: stale_ack_accepted,
+    },
+    Rule {
+        name: "priority_order",
+        promise: "a claim never returns a less urgent job while a more urgent one \
+                  of an uncapped queue was pending throughout the claim",
+        check: priority_order,
+    },
+    Rule {
+        name: "fifo_order",
+        promise: "inside one priority and group, jobs are claimed in enqueue order",
+        check: fifo_order,
+    },
+    Rule {
+        name: "cap_exceeded",
+        promise: "max_in_flight and group_max_in_flight are never exceeded",
+        check: cap_exceeded,
+    },
+    Rule {
+        name: "result_mismatch",
+        promise: "a completed job's result is the one its ack sent",
+        check: result_mismatch,
+    },
+];
+
+fn acked_delivered_again(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some(offset) = facts.offset else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        for ack in job.acks.iter().filter(|a| a.accepted) {
+            // Granted after the ack's answer, by either clock's bound.
+            let after = ack.op.end_ms + offset.hi;
+            for lease in leases_of(facts, job) {
+                if lease.lease.token != ack.token && lease.granted_at > after {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}/{id} acked (op {}) and leased again (op {}, token {})",
+                            ack.op.op, lease.claim.op, lease.lease.token
+                        ),
+                        [ack.op.op, lease.claim.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn lost_job(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        let Some(enqueue) = job.enqueues.iter().find(|op| op.outcome == Outcome::Ok) else {
+            continue;
+        };
+        for read in job.reads.iter().filter(|r| state(r).is_none()) {
+            if job.acks.is_empty() {
+                out.push(Violation::new(
+                    format!("{queue}/{id} enqueued ok, never acked, gone at the end"),
+                    [enqueue.op, read.op],
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn failed_enqueue_applied(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        if job.enqueues.is_empty() || job.enqueues.iter().any(|op| op.outcome != Outcome::Failed) {
+            continue;
+        }
+        let mut seen: Vec<u64> = leases_of(facts, job).map(|l| l.claim.op).collect();
+        seen.extend(
+            job.reads
+                .iter()
+                .filter(|r| state(r).is_some())
+                .map(|r| r.op),
+        );
+        if !seen.is_empty() {
+            let mut ops: Vec<u64> = job.enqueues.iter().map(|op| op.op).collect();
+            ops.extend(seen);
+            out.push(Violation::new(
+                format!("{queue}/{id}: every enqueue failed, yet the job exists"),
+                ops,
+            ));
+        }
+    }
+    out
+}
+
+fn enqueued_twice(facts: &Facts<'_>) -> Vec<Violation> {
+    incarnations(facts, false)
+}
+
+fn schedule_fired_twice(facts: &Facts<'_>) -> Vec<Violation> {
+    incarnations(facts, true)
+}
+
+/// A job seen with two enqueue times was created twice: for a schedule's
+/// job (`{name}:{fire time}`), the time fired twice.
+fn incarnations(facts: &Facts<'_>, of_schedules: bool) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&(queue, id), job) in &facts.jobs {
+        if is_fired(facts, (queue, id)) != of_schedules {
+            continue;
+        }
+        let mut seen: BTreeMap<i64, u64> = BTreeMap::new();
+        for lease in leases_of(facts, job) {
+            seen.entry(lease.lease.enqueued_at)
+                .or_insert(lease.claim.op);
+        }
+        for read in &job.reads {
+            if let Call::Read {
+                enqueued_at: Some(at),
+                ..
+            } = read.call
+            {
+                seen.entry(at).or_insert(read.op);
+            }
+        }
+        if seen.len() > 1 {
+            out.push(Violation::new(
+                format!(
+                    "{queue}/{id} seen with {} enqueue times: {:?}",
+                    seen.len(),
+                    seen.keys().collect::<Vec<_>>()
+                ),
+                seen.into_values(),
+            ));
+        }
+    }
+    out
+}
+
+fn two_valid_leases(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        for a in leases_of(facts, job) {
+            for b in leases_of(facts, job) {
+                if a.lease.token != b.lease.token
+                    && a.granted_at <= b.granted_at
+                    && b.granted_at < a.held_until
+                    && (a.granted_at, &a.lease.token) < (b.granted_at, &b.lease.token)
+                {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}/{id}: lease {} (op {}) held until {} when lease {} \
+                             (op {}) was granted at {}",
+                            a.lease.token,
+                            a.claim.op,
+                            a.held_until,
+                            b.lease.token,
+                            b.claim.op,
+                            b.granted_at
+                        ),
+                        [a.claim.op, b.claim.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn stale_ack_accepted(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some(offset) = facts.offset else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        for ack in job.acks.iter().filter(|a| a.accepted) {
+            let Some(own) = leases_of(facts, job).find(|l| l.lease.token == ack.token) else {
+                continue;
+            };
+            // Granted after the acked lease and before the ack was sent.
+            let before = ack.op.start_ms + offset.lo;
+            for newer in leases_of(facts, job) {
+                if newer.granted_at > own.granted_at && newer.granted_at < before {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}/{id}: ack with lease {} accepted (op {}) after lease {} \
+                             replaced it (op {})",
+                            ack.token, ack.op.op, newer.lease.token, newer.claim.op
+                        ),
+                        [own.claim.op, newer.claim.op, ack.op.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn priority_order(facts: &Facts<'_>) -> Vec<Violation> {
+    order(
+        facts,
+        |x, (priority, _)| priority < x.priority,
+        |_, _| true,
+        |x, w| {
+            format!(
+                "claimed {} at priority {} while {} at priority {} was pending",
+                x.id, x.priority, w.id, w.priority
+            )
+        },
+    )
+}
+
+fn fifo_order(facts: &Facts<'_>) -> Vec<Violation> {
+    order(
+        facts,
+        |x, (priority, group)| x.first_delivery && priority == x.priority && group == x.group,
+        |x, w| x.created_after.is_some_and(|after| w.created_by < after),
+        |x, w| {
+            format!(
+                "claimed {} (group {:?}, priority {}) before {}, enqueued before it",
+                x.id, x.group, x.priority, w.id
+            )
+        },
+    )
+}
+
+/// A job as the order rules compare it.
+#[derive(Debug)]
+struct Ranked<'h> {
+    id: &'h str,
+    priority: u8,
+    group: Option<&'h str>,
+    /// Claimed before: a nacked or expired job's place is its own matter.
+    first_delivery: bool,
+    created_by: i64,
+    created_after: Option<i64>,
+}
+
+/// A job that may be pending when a claim runs: from when it certainly
+/// existed until it was possibly taken by a claim (one answered, or one
+/// whose answer was lost).
+#[derive(Debug)]
+struct Witness<'h> {
+    job: Ranked<'h>,
+    taken_from: i64,
+    enqueue: u64,
+}
+
+type ClassKey<'h> = (u8, Option<&'h str>);
+
+/// Every job a claim answered on a queue without caps, against the jobs
+/// of the queue certainly pending throughout the claim (created before it
+/// started, enqueued without delay, not possibly taken by a claim that
+/// started before it ended) in the classes `class` picks for it; `ahead`
+/// says whether such a job should have come first.
+fn order(
+    facts: &Facts<'_>,
+    class: impl Fn(&Ranked<'_>, ClassKey<'_>) -> bool,
+    ahead: impl Fn(&Ranked<'_>, &Ranked<'_>) -> bool,
+    describe: impl Fn(&Ranked<'_>, &Ranked<'_>) -> String,
+) -> Vec<Violation> {
+    let witnesses = witnesses(facts);
+    let mut claims: Vec<&Op> = facts
+        .ops
+        .iter()
+        .filter(|op| op.outcome == Outcome::Ok && matches!(op.call, Call::Claim { .. }))
+        .collect();
+    claims.sort_by_key(|op| op.start_ms);
+    // Per class, the first witness not yet taken by the time of the
+    // claims seen so far: claims come by start, so what was taken before
+    // one started was taken before every later one ended.
+    let mut fronts: BTreeMap<(&str, ClassKey<'_>), usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for claim in claims {
+        let Call::Claim { jobs, .. } = &claim.call else {
+            continue;
+        };
+        let Some(classes) = witnesses.get(claim.queue.as_str()) else {
+            continue;
+        };
+        for (&key, list) in classes {
+            let front = fronts.entry((claim.queue.as_str(), key)).or_insert(0);
+            while list
+                .get(*front)
+                .is_some_and(|w| w.taken_from < claim.start_ms)
+            {
+                *front += 1;
+            }
+        }
+        let answered: BTreeSet<&str> = jobs.iter().map(|l| l.id.as_str()).collect();
+        for lease in jobs {
+            let job = facts.jobs.get(&(claim.queue.as_str(), lease.id.as_str()));
+            let x = Ranked {
+                id: &lease.id,
+                priority: lease.priority,
+                group: lease.group.as_deref(),
+                first_delivery: lease.attempts == 0 && job.and_then(JobFacts::delay_ms) == Some(0),
+                created_by: i64::MAX,
+                created_after: job.and_then(JobFacts::created_after),
+            };
+            let found =
+                classes
+                    .iter()
+                    .filter(|(key, _)| class(&x, **key))
+                    .find_map(|(key, list)| {
+                        let front = fronts[&(claim.queue.as_str(), *key)];
+                        list[front..]
+                            .iter()
+                            .take_while(|w| w.job.created_by < claim.start_ms)
+                            .find(|w| {
+                                w.taken_from >= claim.end_ms
+                                    && !answered.contains(w.job.id)
+                                    && ahead(&x, &w.job)
+                            })
+                    });
+            if let Some(w) = found {
+                out.push(Violation::new(
+                    format!(
+                        "{}: {} (op {})",
+                        claim.queue,
+                        describe(&x, &w.job),
+                        claim.op
+                    ),
+                    [claim.op, w.enqueue],
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The jobs of each uncapped queue enqueued ok without delay, by class
+/// (priority and group), in the order they certainly existed.
+fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
+    let taken = taken_from(facts);
+    let lost = unresolved_claims(facts);
+    let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
+    for (&(queue, id), job) in &facts.jobs {
+        if facts.caps.get(queue).is_some_and(|c| c.any()) || job.delay_ms() != Some(0) {
+            continue;
+        }
+        let (
+            Some(created_by),
+            Some(Call::Enqueue {
+                priority, group, ..
+            }),
+        ) = (job.created_by(), job.enqueues.first().map(|op| &op.call))
+        else {
+            continue;
+        };
+        let created_after = job.created_after();
+        // A claim whose answer was lost, running after the job may have
+        // been created, may have taken it.
+        let lost_from = lost
+            .iter()
+            .filter(|u| u.queue == queue && created_after.is_none_or(|after| after < u.end_ms))
+            .map(|u| u.start_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        let enqueue = job.enqueues.iter().find(|op| op.outcome == Outcome::Ok);
+        let witness = Witness {
+            job: Ranked {
+                id,
+                priority: *priority,
+                group: group.as_deref(),
+                first_delivery: false,
+                created_by,
+                created_after,
+            },
+            taken_from: taken
+                .get(&(queue, id))
+                .copied()
+                .unwrap_or(i64::MAX)
+                .min(lost_from),
+            enqueue: enqueue.map_or(0, |op| op.op),
+        };
+        out.entry(queue)
+            .or_default()
+            .entry((*priority, group.as_deref()))
+            .or_default()
+            .push(witness);
+    }
+    for list in out.values_mut().flat_map(BTreeMap::values_mut) {
+        list.sort_by_key(|w| w.job.created_by);
+    }
+    out
+}
+
+/// When each job was first possibly taken by a claim: the start of the
+/// first attempt under the request id of the first claim that answered it.
+fn taken_from<'h>(facts: &Facts<'h>) -> BTreeMap<JobKey<'h>, i64> {
+    let mut first: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for op in facts.ops {
+        if let Call::Claim {
+            worker, request_id, ..
+        } = &op.call
+        {
+            let at = first.entry((worker, request_id)).or_insert(op.start_ms);
+            *at = (*at).min(op.start_ms);
+        }
+    }
+    let mut taken = BTreeMap::new();
+    for lease in &facts.leases {
+        let Call::Claim {
+            worker, request_id, ..
+        } = &lease.claim.call
+        else {
+            continue;
+        };
+        let at = first[&(worker.as_str(), request_id.as_str())];
+        let key = (lease.claim.queue.as_str(), lease.lease.id.as_str());
+        let entry = taken.entry(key).or_insert(at);
+        *entry = (*entry).min(at);
+    }
+    taken
+}
+
+/// Claims whose answer was lost and never recovered by a repeat under
+/// their request id answered while their leases still ran: they may have
+/// leased any job that was pending.
+fn unresolved_claims<'h>(facts: &Facts<'h>) -> Vec<&'h Op> {
+    let answered: Vec<&Op> = facts
+        .ops
+        .iter()
+        .filter(|op| op.outcome == Outcome::Ok && matches!(op.call, Call::Claim { .. }))
+        .collect();
+    facts
+        .ops
+        .iter()
+        .filter(|op| op.outcome == Outcome::Unknown)
+        .filter(|lost| {
+            let Call::Claim {
+                worker,
+                request_id,
+                lease_ms,
+                ..
+            } = &lost.call
+            else {
+                return false;
+            };
+            !answered.iter().any(|op| {
+                matches!(&op.call, Call::Claim { worker: w, request_id: r, .. }
+                    if w == worker && r == request_id)
+                    && op.end_ms < lost.start_ms + *lease_ms as i64
+            })
+        })
+        .collect()
+}
+
+fn cap_exceeded(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&queue, caps) in &facts.caps {
+        let leases: Vec<&LeaseFact<'_>> = facts
+            .leases
+            .iter()
+            .filter(|l| l.claim.queue == queue && l.held_until > l.granted_at)
+            .collect();
+        if let Some(cap) = caps.max_in_flight {
+            out.extend(over_cap(queue, "the queue", cap, &leases));
+        }
+        if let Some(cap) = caps.group_max_in_flight {
+            let mut groups: BTreeMap<Option<&str>, Vec<&LeaseFact<'_>>> = BTreeMap::new();
+            for lease in &leases {
+                groups
+                    .entry(lease.lease.group.as_deref())
+                    .or_default()
+                    .push(lease);
+            }
+            for (group, leases) in groups {
+                let label = format!("group {group:?}");
+                out.extend(over_cap(queue, &label, cap, &leases));
+            }
+        }
+    }
+    out
+}
+
+/// The first instant more than `cap` of `leases` certainly held at once.
+fn over_cap(queue: &str, what: &str, cap: u64, leases: &[&LeaseFact<'_>]) -> Option<Violation> {
+    // Ends sort before starts at the same instant: [granted, held) intervals.
+    let mut events: Vec<(i64, bool, usize)> = leases
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| [(l.granted_at, true, i), (l.held_until, false, i)])
+        .collect();
+    events.sort();
+    let mut held = BTreeSet::new();
+    for (at, start, i) in events {
+        if !start {
+            held.remove(&i);
+            continue;
+        }
+        held.insert(i);
+        if held.len() as u64 > cap {
+            return Some(Violation::new(
+                format!(
+                    "{queue}: {} leases of {what} held at {at}, cap {cap}",
+                    held.len()
+                ),
+                held.iter().map(|&i| leases[i].claim.op),
+            ));
+        }
+    }
+    None
+}
+
+fn result_mismatch(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        for read in &job.reads {
+            let Call::Read {
+                state: Some(state),
+                result,
+                ..
+            } = &read.call
+            else {
+                continue;
+            };
+            if state != "completed" {
+                continue;
+            }
+            let accepted: Vec<_> = job.acks.iter().filter(|a| a.accepted).collect();
+            let candidates: Vec<_> = if accepted.is_empty() {
+                job.acks.iter().collect()
+            } else {
+                accepted
+            };
+            let result = result.clone().unwrap_or_default();
+            if !candidates.iter().any(|a| *a.result == result) {
+                let mut ops: Vec<u64> = candidates.iter().map(|a| a.op.op).collect();
+                ops.push(read.op);
+                out.push(Violation::new(
+                    format!("{queue}/{id} completed with result {result}, not one its acks sent"),
+                    ops,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn leases_of<'f, 'h>(
+    facts: &'f Facts<'h>,
+    job: &'f JobFacts<'h>,
+) -> impl Iterator<Item = &'f LeaseFact<'h>> {
+    job.leases.iter().map(|&i| &facts.leases[i])
+}
+
+fn state(read: &Op) -> Option<&str> {
+    match &read.call {
+        Call::Read { state, .. } => state.as_deref(),
+        _ => None,
+    }
+}
+
+/// Whether the job is one a schedule of its queue fired: `{name}:{digits}`.
+fn is_fired(facts: &Facts<'_>, (queue, id): JobKey<'_>) -> bool {
+    let Some((name, at)) = id.rsplit_once(':') else {
+        return false;
+    };
+    !at.is_empty()
+        && at.bytes().all(|b| b.is_ascii_digit())
+        && facts
+            .schedules
+            .get(queue)
+            .is_some_and(|names| names.contains(&name))
+}

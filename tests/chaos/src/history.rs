@@ -1,0 +1,149 @@
+//! The recorded history: one JSON object a line, one line an operation.
+//!
+//! Every operation says who made it (`process`), on which queue, when it
+//! started and ended (milliseconds of the runner's wall clock), how it
+//! ended (`outcome`) and, by its `kind`, what it sent and what it was
+//! answered. Times that Redis reported (lease deadlines, enqueue times)
+//! are kept apart from the runner's, in fields ending in `_at`: the
+//! checker never compares the two clocks without bounding their offset.
+//!
+//! A new operation kind is one more variant of [`Call`].
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How an operation ended, as far as its caller can know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Answered with success.
+    Ok,
+    /// Known to have had no effect: refused, or never sent.
+    Failed,
+    /// May or may not have had its effect: a timeout, a dropped
+    /// connection, a 503 or 507 with `"effect": "unknown"`.
+    Unknown,
+}
+
+/// One operation of the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    /// Its number, unique in the history; violations name operations by it.
+    pub op: u64,
+    pub process: String,
+    pub queue: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub outcome: Outcome,
+    /// The HTTP status, when there was an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(flatten)]
+    pub call: Call,
+}
+
+/// What an operation sent and, when answered, what it was told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Call {
+    /// A queue's settings, as patched.
+    Configure {
+        max_in_flight: Option<u64>,
+        group_max_in_flight: Option<u64>,
+    },
+    /// A recurring schedule put in place; its jobs' ids are
+    /// `{name}:{fire time}`.
+    Schedule {
+        name: String,
+        cron: String,
+    },
+    Enqueue {
+        id: String,
+        priority: u8,
+        group: Option<String>,
+        delay_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created: Option<bool>,
+    },
+    Claim {
+        worker: String,
+        request_id: String,
+        lease_ms: u64,
+        max_jobs: u32,
+        /// Acks sent inside the claim.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        acks: Vec<AckEntry>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        jobs: Vec<Lease>,
+        /// The status of each ack sent inside the claim, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        acked: Vec<u16>,
+    },
+    Ack(AckEntry),
+    Extend {
+        id: String,
+        token: String,
+        lease_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_at: Option<i64>,
+    },
+    Nack {
+        id: String,
+        token: String,
+        delay_ms: u64,
+    },
+    /// A job read back at the end of the run: its state (`None`: 404).
+    Read {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        enqueued_at: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+    },
+}
+
+/// An ack: alone, or inside a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AckEntry {
+    pub id: String,
+    pub token: String,
+    pub result: Value,
+}
+
+/// A job a claim leased, as the answer showed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub id: String,
+    pub token: String,
+    pub priority: u8,
+    pub group: Option<String>,
+    pub attempts: u32,
+    /// When the job was enqueued, by Redis's clock (ms since the epoch).
+    pub enqueued_at: i64,
+    /// The lease's deadline, by Redis's clock.
+    pub expires_at: i64,
+}
+
+/// Reads a history written by [`write_line`]; an error names the line.
+pub fn read(path: &Path) -> anyhow::Result<Vec<Op>> {
+    let file = std::io::BufReader::new(std::fs::File::open(path)?);
+    file.lines()
+        .enumerate()
+        .map(|(n, line)| {
+            let line = line?;
+            serde_json::from_str(&line)
+                .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+/// Appends `op` as one line.
+pub fn write_line(out: &mut impl Write, op: &Op) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, op)?;
+    out.write_all(b"\n")
+}

@@ -1,0 +1,16 @@
+//! A seeded schedule of operations and faults against prioq, and the
+//! checker that judges what it recorded (design note 20: Jepsen's queue
+//! checkers, FoundationDB's simulation, TigerBeetle's VOPR).
+//!
+//! - `history`: the recorded operations, one JSON line each, and their
+//!   outcome (ok, failed, unknown).
+//! - `checker`: pure; a history in, the violations of prioq's promises
+//!   out (`facts`: what the history certainly establishes; `rules`: one
+//!   function per promise).
+//! - `run`: the runner: Redis with AOF and a replica, prioq instances
+//!   behind TCP proxies, seeded producers and workers, the seeded fault
+//!   schedule, the final inventory and the report.
+
+pub mod checker;
+pub mod history;
+pub mod run;

@@ -1,0 +1,188 @@
+//! The seeded fault schedule and how each fault is applied and healed.
+//! Faults come one at a time: each is applied, held for its duration,
+//! healed, and the next one waits its gap.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use super::system::System;
+
+/// One fault, with what the seed drew for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL to an instance, started again after `down_ms`.
+    InstanceKill { instance: usize, down_ms: u64 },
+    /// SIGSTOP to an instance, SIGCONT after `ms`.
+    InstancePause { instance: usize, ms: u64 },
+    /// Redis killed, started again after `down_ms` from its append-only file.
+    RedisRestart { down_ms: u64 },
+    /// `CLIENT KILL TYPE normal`: every instance's connections dropped.
+    ClientKill,
+    /// `CLIENT PAUSE ms ALL`.
+    ClientPause { ms: u64 },
+    /// `maxmemory` set to what Redis uses, for `ms`.
+    RedisFull { ms: u64 },
+    /// Every connection through an instance's proxy dropped.
+    ProxyDrop { instance: usize },
+    /// An instance's proxy holds each chunk `delay_ms`, for `ms`.
+    ProxyDelay {
+        instance: usize,
+        delay_ms: u64,
+        ms: u64,
+    },
+}
+
+impl Fault {
+    pub fn kind(self) -> &'static str {
+        match self {
+            Fault::InstanceKill { .. } => "instance_kill",
+            Fault::InstancePause { .. } => "instance_pause",
+            Fault::RedisRestart { .. } => "redis_restart",
+            Fault::ClientKill => "client_kill",
+            Fault::ClientPause { .. } => "client_pause",
+            Fault::RedisFull { .. } => "redis_full",
+            Fault::ProxyDrop { .. } => "proxy_drop",
+            Fault::ProxyDelay { .. } => "proxy_delay",
+        }
+    }
+
+    fn draw(rng: &mut StdRng, instances: usize) -> Self {
+        let instance = rng.random_range(0..instances);
+        match rng.random_range(0..8) {
+            0 => Fault::InstanceKill {
+                instance,
+                down_ms: rng.random_range(100..1500),
+            },
+            1 => Fault::InstancePause {
+                instance,
+                ms: rng.random_range(200..3000),
+            },
+            2 => Fault::RedisRestart {
+                down_ms: rng.random_range(100..2000),
+            },
+            3 => Fault::ClientKill,
+            4 => Fault::ClientPause {
+                ms: rng.random_range(100..2000),
+            },
+            5 => Fault::RedisFull {
+                ms: rng.random_range(500..3000),
+            },
+            6 => Fault::ProxyDrop { instance },
+            _ => Fault::ProxyDelay {
+                instance,
+                delay_ms: rng.random_range(10..500),
+                ms: rng.random_range(500..3000),
+            },
+        }
+    }
+}
+
+/// The gap before each fault and the fault, drawn from `rng` until the
+/// gaps add up to `duration_ms`; gaps are uniform in [0, 2 × `every_ms`].
+pub fn schedule(
+    rng: &mut StdRng,
+    duration_ms: u64,
+    every_ms: u64,
+    instances: usize,
+) -> Vec<(u64, Fault)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let gap = rng.random_range(0..=2 * every_ms);
+        at += gap;
+        if at >= duration_ms {
+            return out;
+        }
+        out.push((gap, Fault::draw(rng, instances)));
+    }
+}
+
+/// Applies `fault`, holds it, heals it; answers whether it was applied
+/// (a Redis command is refused while Redis is away).
+pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
+    let sleep = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
+    match fault {
+        Fault::InstanceKill { instance, down_ms } => {
+            system.kill(instance).await;
+            sleep(down_ms).await;
+            system.launch(instance).await?;
+        }
+        Fault::InstancePause { instance, ms } => {
+            system.signal(instance, true);
+            sleep(ms).await;
+            system.signal(instance, false);
+        }
+        Fault::RedisRestart { down_ms } => {
+            system.kill_redis();
+            sleep(down_ms).await;
+            system.start_redis();
+        }
+        Fault::ClientKill => {
+            return redis_command(system, &["CLIENT", "KILL", "TYPE", "normal"]).await;
+        }
+        Fault::ClientPause { ms } => {
+            return redis_command(system, &["CLIENT", "PAUSE", &ms.to_string(), "ALL"]).await;
+        }
+        Fault::RedisFull { ms } => {
+            let Some(used) = used_memory(system).await else {
+                return Ok(false);
+            };
+            let applied =
+                redis_command(system, &["CONFIG", "SET", "maxmemory", &used.to_string()]).await?;
+            sleep(ms).await;
+            redis_command(system, &["CONFIG", "SET", "maxmemory", "0"]).await?;
+            return Ok(applied);
+        }
+        Fault::ProxyDrop { instance } => system.instances[instance].proxy.drop_connections(),
+        Fault::ProxyDelay {
+            instance,
+            delay_ms,
+            ms,
+        } => {
+            system.instances[instance].proxy.set_delay(delay_ms);
+            sleep(ms).await;
+            system.instances[instance].proxy.set_delay(0);
+        }
+    }
+    Ok(true)
+}
+
+async fn connection(system: &System) -> Option<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(system.redis_url()).ok()?;
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
+async fn redis_command(system: &System, words: &[&str]) -> anyhow::Result<bool> {
+    let Some(mut conn) = connection(system).await else {
+        return Ok(false);
+    };
+    let mut cmd = redis::cmd(words[0]);
+    for word in &words[1..] {
+        cmd.arg(*word);
+    }
+    Ok(cmd.query_async::<redis::Value>(&mut conn).await.is_ok())
+}
+
+async fn used_memory(system: &System) -> Option<u64> {
+    let mut conn = connection(system).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Faults applied, by kind.
+pub type Tally = BTreeMap<&'static str, u64>;

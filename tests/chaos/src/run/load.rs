@@ -1,0 +1,337 @@
+//! The seeded producers and workers. Each draws its every decision from
+//! its own generator, seeded from the run's seed and its number: the same
+//! seed makes the same sequence of requests per client (what the service
+//! answers, and so the interleaving, depends on real timing).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::client::{Answer, Recorder, now_ms, parse_time, send};
+use crate::history::{AckEntry, Call, Lease, Outcome};
+
+/// The uncapped queue the order rules judge, and the capped one.
+pub const MAIN: &str = "main";
+pub const CAPPED: &str = "capped";
+/// The capped queue's caps.
+pub const MAX_IN_FLIGHT: u64 = 4;
+pub const GROUP_MAX_IN_FLIGHT: u64 = 2;
+/// Acked jobs are kept this long, so the final read finds their results
+/// and a retried enqueue of an acked job answers it instead of making it
+/// again.
+pub const RETAIN_MS: u64 = 3_600_000;
+
+/// What every client shares.
+#[derive(Debug)]
+pub struct Ctx {
+    pub http: reqwest::Client,
+    pub bases: Vec<String>,
+    pub recorder: Arc<Recorder>,
+    /// Producers stop when set.
+    pub produce: AtomicBool,
+    /// Workers stop when set.
+    pub work: AtomicBool,
+}
+
+impl Ctx {
+    fn url(&self, rng: &mut StdRng, path: &str) -> String {
+        let base = &self.bases[rng.random_range(0..self.bases.len())];
+        format!("{base}{path}")
+    }
+
+    /// Sends and records one call.
+    async fn call(
+        &self,
+        rng: &mut StdRng,
+        process: &str,
+        queue: &str,
+        (method, path, body): (Method, &str, Option<&Value>),
+        describe: impl FnOnce(&Answer) -> Call,
+    ) -> Answer {
+        let url = self.url(rng, &format!("/v1/queues/{queue}{path}"));
+        let start = now_ms();
+        let answer = send(&self.http, method, &url, body).await;
+        self.recorder
+            .record(process, queue, start, &answer, describe(&answer));
+        answer
+    }
+}
+
+/// A generator of its own for client `n` of the run seeded `seed`.
+pub fn rng_for(seed: u64, n: u64) -> StdRng {
+    StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Enqueues jobs with ids of its own until told to stop; an enqueue not
+/// answered ok is sent again, same body, a few times.
+pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
+    let mut rng = rng_for(seed, n);
+    let process = format!("p{n}");
+    let mut count = 0u64;
+    while !ctx.produce.load(Ordering::Relaxed) {
+        count += 1;
+        let id = format!("{process}-{count}");
+        let queue = if rng.random_bool(0.25) { CAPPED } else { MAIN };
+        let priority: u8 = rng.random_range(0..4);
+        let group = format!("g{}", rng.random_range(0..4));
+        let delay_ms: u64 = if rng.random_bool(0.1) {
+            rng.random_range(100..2000)
+        } else {
+            0
+        };
+        let body = json!({
+            "task": "chaos", "id": id, "priority": priority, "group": group,
+            "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
+        });
+        for _ in 0..4 {
+            let answer = ctx
+                .call(
+                    &mut rng,
+                    &process,
+                    queue,
+                    (Method::POST, "/jobs", Some(&body)),
+                    |a| Call::Enqueue {
+                        id: id.clone(),
+                        priority,
+                        group: Some(group.clone()),
+                        delay_ms,
+                        created: a.body["created"].as_bool(),
+                    },
+                )
+                .await;
+            if answer.outcome == Outcome::Ok {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..80))).await;
+    }
+}
+
+/// What a worker does with a job it leased.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// Ack on its own request.
+    Ack,
+    /// Ack inside the next claim.
+    AckInClaim,
+    ExtendThenAck,
+    Nack,
+    /// Ack after its lease ran out.
+    Overrun,
+    /// The worker dies holding it (and the rest of its claim).
+    Killed,
+}
+
+fn fate(rng: &mut StdRng) -> Fate {
+    match rng.random_range(0..100) {
+        0..35 => Fate::Ack,
+        35..65 => Fate::AckInClaim,
+        65..77 => Fate::ExtendThenAck,
+        77..89 => Fate::Nack,
+        89..95 => Fate::Overrun,
+        _ => Fate::Killed,
+    }
+}
+
+/// Claims (with a request id, retried under it while unanswered) on one
+/// queue and does with each job what its [`Fate`] says, until told to
+/// stop. A "killed" worker starts again under a new name, its leases
+/// left to run out.
+pub async fn worker(ctx: Arc<Ctx>, seed: u64, n: u64, queue: &'static str) {
+    let mut rng = rng_for(seed, 1_000 + n);
+    let process = format!("w{n}");
+    let mut life = 0u32;
+    let mut claims = 0u64;
+    let mut acks: Vec<AckEntry> = Vec::new();
+    'lives: while !ctx.work.load(Ordering::Relaxed) {
+        let worker = format!("{process}.{life}");
+        claims += 1;
+        let request_id = format!("{worker}-{claims}");
+        let lease_ms: u64 = [1500, 2500, 4000][rng.random_range(0..3)];
+        let max_jobs: u32 = rng.random_range(1..=5);
+        let body = json!({
+            "worker": worker, "request_id": request_id, "lease_ms": lease_ms,
+            "max_jobs": max_jobs, "wait_ms": rng.random_range(0..300),
+            "ack": acks.iter().map(|a| json!({"id": a.id, "lease_token": a.token, "result": a.result})).collect::<Vec<_>>(),
+        });
+        let sent_acks = std::mem::take(&mut acks);
+        let describe = |a: &Answer| Call::Claim {
+            worker: worker.clone(),
+            request_id: request_id.clone(),
+            lease_ms,
+            max_jobs,
+            acks: sent_acks.clone(),
+            jobs: leases(&a.body),
+            acked: a.body["acked"]
+                .as_array()
+                .map(|s| {
+                    s.iter()
+                        .filter_map(|e| e["status"].as_u64())
+                        .map(|s| s as u16)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        // Killed while claiming: the request is dropped mid-flight. Rare:
+        // such a claim may have leased any pending job, which the order
+        // rules then no longer count as pending.
+        if rng.random_bool(0.002) {
+            let start = now_ms();
+            let url = ctx.url(&mut rng, &format!("/v1/queues/{queue}/claim"));
+            let cut = Duration::from_millis(rng.random_range(0..30));
+            let _ =
+                tokio::time::timeout(cut, send(&ctx.http, Method::POST, &url, Some(&body))).await;
+            let answer = Answer::abandoned();
+            ctx.recorder
+                .record(&process, queue, start, &answer, describe(&answer));
+            life += 1;
+            continue;
+        }
+        // Repeated under its request id until answered, while the leases
+        // it may have made still run: then the answer names them all, and
+        // the checker knows which jobs the claim took.
+        let first = now_ms();
+        let mut answer = Answer::abandoned();
+        while now_ms() - first < lease_ms as i64 - 300 {
+            answer = ctx
+                .call(
+                    &mut rng,
+                    &process,
+                    queue,
+                    (Method::POST, "/claim", Some(&body)),
+                    &describe,
+                )
+                .await;
+            if answer.outcome == Outcome::Ok {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        let jobs = leases(&answer.body);
+        if jobs.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for job in jobs {
+            let result = json!({"token": job.token});
+            match fate(&mut rng) {
+                Fate::Ack => ack(&ctx, &mut rng, &process, queue, &job, &result).await,
+                Fate::AckInClaim => acks.push(AckEntry {
+                    id: job.id.clone(),
+                    token: job.token.clone(),
+                    result,
+                }),
+                Fate::ExtendThenAck => {
+                    extend(&ctx, &mut rng, &process, queue, &job, lease_ms).await;
+                    ack(&ctx, &mut rng, &process, queue, &job, &result).await;
+                }
+                Fate::Nack => {
+                    let delay_ms = [0, 0, 300][rng.random_range(0..3)];
+                    let body =
+                        json!({"lease_token": job.token, "delay_ms": delay_ms, "error": "chaos"});
+                    let path = format!("/jobs/{}/nack", job.id);
+                    ctx.call(
+                        &mut rng,
+                        &process,
+                        queue,
+                        (Method::POST, &path, Some(&body)),
+                        |_| Call::Nack {
+                            id: job.id.clone(),
+                            token: job.token.clone(),
+                            delay_ms,
+                        },
+                    )
+                    .await;
+                }
+                Fate::Overrun => {
+                    let over = lease_ms + rng.random_range(100..800);
+                    tokio::time::sleep(Duration::from_millis(over)).await;
+                    ack(&ctx, &mut rng, &process, queue, &job, &result).await;
+                }
+                Fate::Killed => {
+                    acks.clear();
+                    life += 1;
+                    continue 'lives;
+                }
+            }
+        }
+    }
+}
+
+async fn ack(ctx: &Ctx, rng: &mut StdRng, process: &str, queue: &str, job: &Lease, result: &Value) {
+    let body = json!({"lease_token": job.token, "result": result});
+    let path = format!("/jobs/{}/ack", job.id);
+    // Repeated while unanswered: the token that completed a retained job
+    // answers 204 again.
+    for _ in 0..3 {
+        let answer = ctx
+            .call(
+                rng,
+                process,
+                queue,
+                (Method::POST, &path, Some(&body)),
+                |_| {
+                    Call::Ack(AckEntry {
+                        id: job.id.clone(),
+                        token: job.token.clone(),
+                        result: result.clone(),
+                    })
+                },
+            )
+            .await;
+        if answer.outcome != Outcome::Unknown {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn extend(
+    ctx: &Ctx,
+    rng: &mut StdRng,
+    process: &str,
+    queue: &str,
+    job: &Lease,
+    lease_ms: u64,
+) {
+    let body = json!({"lease_token": job.token, "lease_ms": lease_ms});
+    let path = format!("/jobs/{}/extend", job.id);
+    ctx.call(
+        rng,
+        process,
+        queue,
+        (Method::POST, &path, Some(&body)),
+        |a| Call::Extend {
+            id: job.id.clone(),
+            token: job.token.clone(),
+            lease_ms,
+            expires_at: parse_time(&a.body["lease_expires_at"]),
+        },
+    )
+    .await;
+}
+
+/// The leases a claim's answer holds.
+fn leases(body: &Value) -> Vec<Lease> {
+    let Some(jobs) = body["jobs"].as_array() else {
+        return Vec::new();
+    };
+    jobs.iter()
+        .filter_map(|job| {
+            Some(Lease {
+                id: job["id"].as_str()?.to_owned(),
+                token: job["lease_token"].as_str()?.to_owned(),
+                priority: job["priority"].as_u64()? as u8,
+                group: job["group"].as_str().map(str::to_owned),
+                attempts: job["attempts"].as_u64()? as u32,
+                enqueued_at: parse_time(&job["enqueued_at"])?,
+                expires_at: parse_time(&job["lease_expires_at"])?,
+            })
+        })
+        .collect()
+}

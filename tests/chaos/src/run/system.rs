@@ -1,0 +1,177 @@
+//! The system under test: a Redis primary with an append-only file synced
+//! on every write and a replica, and prioq instances (the built binary)
+//! each reaching Redis through its own [`Proxy`].
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context;
+use prioq_testbed::{AOF_ALWAYS, RedisServer, free_port};
+use tokio::process::{Child, Command};
+
+use super::proxy::Proxy;
+
+/// One prioq instance: its process (`None` while killed) and its proxy.
+#[derive(Debug)]
+pub struct Instance {
+    pub port: u16,
+    pub proxy: Proxy,
+    child: Option<Child>,
+    stopped: bool,
+    log: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct System {
+    pub redis_port: u16,
+    redis: Option<RedisServer>,
+    _replica: RedisServer,
+    dir: PathBuf,
+    prioq: PathBuf,
+    pub instances: Vec<Instance>,
+}
+
+/// The key prefix of every instance: they share their queues.
+const PREFIX: &str = "chaos";
+
+impl System {
+    /// Starts Redis, its replica and `instances` prioq instances of the
+    /// binary `prioq`, their files under `dir`.
+    pub async fn start(prioq: &Path, dir: &Path, instances: usize) -> anyhow::Result<Self> {
+        let redis_port = free_port();
+        let primary_dir = dir.join("primary");
+        let replica_dir = dir.join("replica");
+        std::fs::create_dir_all(&primary_dir)?;
+        std::fs::create_dir_all(&replica_dir)?;
+        let redis = RedisServer::spawn(redis_port, &primary_dir, AOF_ALWAYS);
+        let replica =
+            RedisServer::start_in(&replica_dir, &format!("--replicaof 127.0.0.1 {redis_port}"));
+        let mut system = Self {
+            redis_port,
+            redis: Some(redis),
+            _replica: replica,
+            dir: dir.to_owned(),
+            prioq: prioq.to_owned(),
+            instances: Vec::new(),
+        };
+        for i in 0..instances {
+            let proxy = Proxy::start(redis_port).await?;
+            system.instances.push(Instance {
+                port: free_port(),
+                proxy,
+                child: None,
+                stopped: false,
+                log: dir.join(format!("instance-{i}.log")),
+            });
+            system.launch(i).await?;
+        }
+        Ok(system)
+    }
+
+    pub fn redis_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.redis_port)
+    }
+
+    pub fn base_urls(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .map(|i| format!("http://127.0.0.1:{}", i.port))
+            .collect()
+    }
+
+    /// Starts instance `i` and waits until it answers `/healthz`.
+    pub async fn launch(&mut self, i: usize) -> anyhow::Result<()> {
+        let instance = &mut self.instances[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&instance.log)?;
+        let child = Command::new(&self.prioq)
+            .env("PRIOQ_LISTEN", format!("127.0.0.1:{}", instance.port))
+            .env(
+                "PRIOQ_REDIS_URL",
+                format!("redis://127.0.0.1:{}", instance.proxy.port),
+            )
+            .env("PRIOQ_KEY_PREFIX", PREFIX)
+            // Every claim takes the most urgent job: the order rules hold
+            // without the starvation guard's share.
+            .env("PRIOQ_BULK_FLOOR", "0")
+            .env("PRIOQ_SWEEP_INTERVAL_MS", "250")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", self.prioq.display()))?;
+        instance.child = Some(child);
+        instance.stopped = false;
+        let url = format!("http://127.0.0.1:{}/healthz", instance.port);
+        let http = reqwest::Client::new();
+        for _ in 0..500 {
+            if http
+                .get(&url)
+                .send()
+                .await
+                .is_ok_and(|a| a.status().is_success())
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::bail!(
+            "instance {i} never answered /healthz (see {})",
+            self.dir.display()
+        )
+    }
+
+    /// SIGKILL to instance `i`.
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.instances[i].child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// SIGSTOP (`stop`) or SIGCONT to instance `i`.
+    pub fn signal(&mut self, i: usize, stop: bool) {
+        let instance = &mut self.instances[i];
+        let Some(pid) = instance.child.as_ref().and_then(Child::id) else {
+            return;
+        };
+        let signal = if stop { "-STOP" } else { "-CONT" };
+        let _ = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status();
+        instance.stopped = stop;
+    }
+
+    /// Redis killed (SIGKILL); started again by [`System::start_redis`].
+    pub fn kill_redis(&mut self) {
+        self.redis = None;
+    }
+
+    pub fn start_redis(&mut self) {
+        if self.redis.is_none() {
+            let dir = self.dir.join("primary");
+            self.redis = Some(RedisServer::spawn(self.redis_port, &dir, AOF_ALWAYS));
+        }
+    }
+
+    /// Everything back to running: Redis up, every instance running and
+    /// answering, no proxy delay.
+    pub async fn heal(&mut self) -> anyhow::Result<()> {
+        self.start_redis();
+        for i in 0..self.instances.len() {
+            self.instances[i].proxy.set_delay(0);
+            if self.instances[i].stopped {
+                self.signal(i, false);
+            }
+            if self.instances[i].child.is_none() {
+                self.launch(i).await?;
+            }
+        }
+        Ok(())
+    }
+}
