@@ -142,7 +142,8 @@ impl Broker {
             .iter()
             .map(|job| job.id.clone().unwrap_or_else(|| shards.new_id(turn)))
             .collect();
-        let mut answers: Vec<Option<(i64, Option<Job>)>> = (0..jobs.len()).map(|_| None).collect();
+        let mut answers: Vec<Option<(i64, Option<Job>, bool)>> =
+            (0..jobs.len()).map(|_| None).collect();
         let mut tries = 0;
         loop {
             let todo: Vec<usize> = (0..jobs.len()).filter(|i| answers[*i].is_none()).collect();
@@ -173,10 +174,16 @@ impl Broker {
                 |job| &job.id,
                 |lane, part| async move {
                     let reply = lane.enqueue(part).await?;
-                    Ok(reply
-                        .known
-                        .into_iter()
-                        .map(|known| (reply.now_ms, known))
+                    let made_here: Vec<bool> = (reply.known.iter())
+                        .map(|known| {
+                            known
+                                .as_ref()
+                                .is_some_and(|job| reply.maybe_created_here(job))
+                        })
+                        .collect();
+                    let now = reply.now_ms;
+                    Ok((reply.known.into_iter().zip(made_here))
+                        .map(|(known, made_here)| (now, known, made_here))
                         .collect())
                 },
             )
@@ -213,10 +220,12 @@ impl Broker {
             .into_iter()
             .zip(ids)
             .zip(answers.into_iter().flatten())
-            .map(|((new, id), (now, known))| match known {
+            .map(|((new, id), (now, known, made_here))| match known {
+                // A job this request's own first send may have made is
+                // answered as made here, in its stored form.
                 Some(job) => Enqueued {
                     job,
-                    created: false,
+                    created: made_here,
                 },
                 None => Enqueued {
                     job: new.into_job(id, now),

@@ -61,6 +61,19 @@ pub struct EnqueueReply {
     /// Per job: `None` when it was created, else the job already known
     /// under its id.
     pub known: Vec<Option<Job>>,
+    /// When the call was sent again after its connection dropped: how
+    /// long before `now_ms` its first send began, at most. A job known now
+    /// but enqueued since then may have been created by that first send.
+    pub resent_within_ms: Option<i64>,
+}
+
+impl EnqueueReply {
+    /// Whether `job`, answered as known, may have been created by this
+    /// request's own first send, whose answer was lost.
+    pub fn maybe_created_here(&self, job: &Job) -> bool {
+        self.resent_within_ms
+            .is_some_and(|within| job.enqueued_at_ms >= self.now_ms - within)
+    }
 }
 
 /// One acknowledgement.
@@ -224,7 +237,20 @@ impl ExchangeBatch {
             true => Repeat::Safe,
             false => Repeat::Once,
         };
-        exchange_answers(entries, self.redis.query(&Call { cmd, repeat }).await?)
+        let (reply, resent) = self.redis.query_told(&Call { cmd, repeat }).await?;
+        let mut answers = exchange_answers(entries, reply)?;
+        if let Some(resent) = resent {
+            // A millisecond more: Redis's times are whole milliseconds.
+            let within = i64::try_from(resent.as_millis())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1);
+            for answer in &mut answers {
+                if let Ok(Exchanged::Enqueued(reply)) = answer {
+                    reply.resent_within_ms = Some(within);
+                }
+            }
+        }
+        Ok(answers)
     }
 
     /// In a sharded queue, reserves arrival numbers for the jobs `entries`

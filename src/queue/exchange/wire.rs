@@ -241,7 +241,11 @@ fn enqueue_outcome(
             let known = (0..jobs)
                 .map(|_| known_job(items.next().ok_or_else(malformed)?))
                 .collect::<Result<_>>()?;
-            Ok(EnqueueReply { now_ms, known })
+            Ok(EnqueueReply {
+                now_ms,
+                known,
+                resent_within_ms: None,
+            })
         }
         Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
         Some(Ok(status)) if status == "UNREGISTERED" => Err(QueueError::Unregistered),

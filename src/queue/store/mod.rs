@@ -121,10 +121,25 @@ impl Redis {
     /// times), and a call safe to repeat goes once more when its connection
     /// dropped; the connections replace a broken connection by themselves.
     pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call) -> Result<T> {
+        Ok(self.query_told(call).await?.0)
+    }
+
+    /// `query`, telling also whether the answer is the resend's after a
+    /// dropped connection, and then how long ago the first send began: the
+    /// first send may have run, and what the answer finds may be its
+    /// doing.
+    pub(crate) async fn query_told<T: FromRedisValue>(
+        &self,
+        call: &Call,
+    ) -> Result<(T, Option<Duration>)> {
+        let first_sent = tokio::time::Instant::now();
         let (mut unsent, mut resent) = (0, false);
         loop {
             let error = match self.send(&call.cmd).await {
-                Ok(value) => return Ok(T::from_redis_value(resp2(value))?),
+                Ok(value) => {
+                    let resent = resent.then(|| first_sent.elapsed());
+                    return Ok((T::from_redis_value(resp2(value))?, resent));
+                }
                 Err(error) => error,
             };
             match Failure::of(&error) {
