@@ -49,6 +49,7 @@
 
 pub mod config;
 pub mod http;
+pub mod otel;
 pub mod queue;
 pub mod serve;
 pub mod startup;

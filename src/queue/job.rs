@@ -4,6 +4,7 @@ use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
 use super::store::record::Record;
+use crate::otel::TraceHeaders;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,7 @@ pub struct Job {
     pub group: Option<String>,
     /// The schedule that made the job.
     pub schedule: Option<String>,
+    pub trace: Option<TraceHeaders>,
 }
 
 impl Job {
@@ -79,6 +81,10 @@ impl Job {
             progress: None,
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
+            trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
+                traceparent: traceparent.to_owned(),
+                tracestate: tracestate.to_owned(),
+            }),
         })
     }
 }
@@ -167,6 +173,7 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
+            trace: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }

@@ -22,6 +22,7 @@ use super::store::bounded_by;
 use super::store::keys::{self, Key};
 use super::store::library::{Function, LIBRARY};
 use super::store::record;
+use crate::otel::TraceHeaders;
 use crate::telemetry;
 
 /// How long a waiting claim sleeps at most before it looks again on its
@@ -47,6 +48,8 @@ pub struct NewJob {
     /// How long it is kept once acked, in ms; `None` for the queue's
     /// `retain_ms`.
     pub retain_ms: Option<u64>,
+    /// The W3C trace it was enqueued under.
+    pub trace: Option<TraceHeaders>,
 }
 
 impl NewJob {
@@ -60,7 +63,13 @@ impl NewJob {
             max_attempts: self.max_attempts,
             group: self.group.clone(),
             retain_ms: self.retain_ms,
-            body: record::body(&self.task, self.args.get()),
+            body: record::body(
+                self.trace
+                    .as_ref()
+                    .map(|t| (t.traceparent.as_str(), t.tracestate.as_str())),
+                &self.task,
+                self.args.get(),
+            ),
             arrival,
         }
     }
@@ -90,6 +99,7 @@ impl NewJob {
             progress: None,
             group: self.group,
             schedule: None,
+            trace: self.trace,
         }
     }
 }

@@ -24,3 +24,4 @@ mod score;
 mod sharded;
 mod soak;
 mod spec;
+mod traces;
