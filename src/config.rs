@@ -146,6 +146,11 @@ pub struct Config {
     #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// OTLP/HTTP base URL (`/v1/traces` is appended) to export spans to;
+    /// none are made without it.
+    #[arg(long, env = "PRIOQ_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

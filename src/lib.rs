@@ -40,9 +40,10 @@
 //!   promote due scheduled jobs, delete expired completed jobs and fire due
 //!   schedules.
 //! - [`config`]: flags and `PRIOQ_*` variables; [`telemetry`]: logs and
-//!   the metrics' names and recorder; [`startup`]: builds and runs the
-//!   application. None of the three depends on [`queue`] or [`http`] but
-//!   `startup`, which puts them together.
+//!   the metrics' names and recorder; [`otel`]: the W3C trace headers a
+//!   job keeps and the messaging spans exported over OTLP; [`startup`]:
+//!   builds and runs the application. None of them depends on [`queue`]
+//!   or [`http`] but `startup`, which puts them together.
 //!
 //! Data flows one way: request → handler → queue operation → lane → one
 //! Redis function call.
@@ -53,6 +54,7 @@
 
 pub mod config;
 pub mod http;
+pub mod otel;
 pub mod queue;
 pub mod serve;
 pub mod startup;

@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
-    prioq::telemetry::init_logs(config.log_format);
+    prioq::telemetry::init_logs(config.log_format, config.otlp_endpoint.as_deref())?;
     let app = Application::build(config).await?;
     tracing::info!(address = %app.local_addr(), "prioq listening");
     let shutdown = app.shutdown_token();
@@ -33,5 +33,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tracing::info!("shutting down");
         shutdown.cancel();
     });
-    app.run_until_stopped().await
+    let stopped = app.run_until_stopped().await;
+    prioq::otel::shutdown().await;
+    stopped
 }

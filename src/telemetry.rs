@@ -1,7 +1,8 @@
 //! Logs, and the metrics every part records.
 //!
 //! Logs: readable lines by default, JSON with `PRIOQ_LOG_FORMAT=json`,
-//! filtered by `RUST_LOG` (default `info`). Metrics: counters, gauges and
+//! filtered by `RUST_LOG` (default `info`); with an OTLP endpoint, the
+//! spans of [`crate::otel`] go to its exporter beside them. Metrics: counters, gauges and
 //! the HTTP histogram go through the `metrics` facade into one Prometheus
 //! recorder per process, under the names here; `/metrics` renders them
 //! with the queue gauges read from Redis at scrape time (`http::exposition`).
@@ -10,17 +11,31 @@ use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::LogFormat;
+use crate::otel;
 
-pub fn init_logs(format: LogFormat) {
+/// Installs the logs and, with `otlp_endpoint`, the span exporter; on the
+/// runtime, which runs the exporter.
+pub fn init_logs(format: LogFormat, otlp_endpoint: Option<&str>) -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().with_current_span(true).init(),
-        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
-    }
+    let logs = tracing_subscriber::fmt::layer();
+    let logs = match format {
+        LogFormat::Json => logs.json().with_current_span(true).boxed(),
+        LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).boxed(),
+    };
+    let spans = otlp_endpoint
+        .map(otel::layer)
+        .transpose()?
+        .map(|layer| layer.with_filter(filter_fn(|meta| meta.target() == otel::TARGET)));
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(spans)
+        .init();
+    Ok(())
 }
 
 pub const JOBS_ENQUEUED: &str = "prioq_jobs_enqueued_total";

@@ -20,7 +20,7 @@ pub fn args_json() -> String {
 
 /// The body prioq puts after the record's header.
 pub fn stored_body() -> Vec<u8> {
-    record::body(TASK, &args_json())
+    record::body(None, TASK, &args_json())
 }
 
 /// A pending job's record as prioq's enqueues write it at `now_ms`.
@@ -35,6 +35,7 @@ pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
         group: None,
         retain_ms: 0,
         schedule: None,
+        trace: None,
         task: TASK,
         args,
     }

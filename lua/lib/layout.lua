@@ -132,8 +132,8 @@
 -- group: each its length (varint) and text; when it has bit 4, the
 -- retention once acked (ms, varint); when it has bit 8, the name of the
 -- schedule that made the job (length and text); then the body, which prioq
--- writes and no function reads: the task's length in bytes (varint), the
--- task, the args as sent.
+-- writes and no function reads: the job's trace when it has one, the
+-- task's length in bytes (varint), the task, the args as sent.
 --
 -- Functions that add to pending may answer SEQUENCE_EXHAUSTED, always
 -- before they write anything (see `take_tags`). A Lua error does not undo

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tracing::Instrument;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ProblemCode, Result};
@@ -16,6 +17,7 @@ use super::extract::{ApiPath, JsonBody, OptionalJsonBody, objects, optional_obje
 use super::jobs::{JobView, check_delay, check_json};
 use super::params::{JobPath, QueuePath, is_job_id};
 use super::{AppState, AskedToWait};
+use crate::otel;
 use crate::queue::{Ack, AckOutcome, ClaimOptions, Nack, QueueError};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -147,7 +149,16 @@ pub async fn claim(
         acks,
     };
     let queue = path.queue.as_str();
-    let claimed = state.broker.claim(queue, options, &state.shutdown).await?;
+    let receive = otel::receive_span(queue);
+    // Ends with the claim that settles them.
+    let _settle = (!ids.is_empty()).then(|| otel::settle_span(queue, "ack", &ids));
+    let claimed = state
+        .broker
+        .claim(queue, options, &state.shutdown)
+        .instrument(receive.clone())
+        .await?;
+    let received = (claimed.jobs.iter()).map(|job| (job.id.as_str(), job.trace.as_ref()));
+    otel::link_jobs(&receive, received);
     let answer = axum::Json(ClaimResponse {
         jobs: claimed
             .jobs
@@ -220,7 +231,12 @@ pub async fn ack(
         lease_token: request.lease_token,
         result: request.result,
     };
-    let outcome = state.broker.ack(path.queue.as_str(), vec![ack]).await?;
+    let span = otel::settle_span(path.queue.as_str(), "ack", std::slice::from_ref(&ack.id));
+    let outcome = state
+        .broker
+        .ack(path.queue.as_str(), vec![ack])
+        .instrument(span)
+        .await?;
     match outcome.first() {
         Some(AckOutcome::Acked) => Ok(StatusCode::NO_CONTENT),
         Some(AckOutcome::LeaseLost) => Err(ApiError::LeaseLost),
@@ -292,7 +308,12 @@ pub async fn ack_many(
     }
     let acks = check_ack_entries("jobs", request.jobs)?;
     let ids: Vec<String> = acks.iter().map(|ack| ack.id.clone()).collect();
-    let outcomes = state.broker.ack(path.queue.as_str(), acks).await?;
+    let span = otel::settle_span(path.queue.as_str(), "ack", &ids);
+    let outcomes = state
+        .broker
+        .ack(path.queue.as_str(), acks)
+        .instrument(span)
+        .await?;
     Ok(axum::Json(AckManyResponse {
         results: ack_results(ids, outcomes),
     }))
@@ -452,9 +473,11 @@ pub async fn nack(
         dead: request.dead,
         priority: request.priority,
     };
+    let span = otel::settle_span(queue, "nack", &[path.id.as_str()]);
     let job = state
         .broker
         .nack(queue, path.id.as_str(), &request.lease_token, &nack)
+        .instrument(span)
         .await?;
     Ok(axum::Json(JobView::new(queue, job)))
 }

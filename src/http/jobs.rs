@@ -6,16 +6,18 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
+use crate::otel::{self, TraceHeaders};
 use crate::queue::{Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -192,6 +194,7 @@ impl EnqueueRequest {
             group: self.group,
             retain_ms: self.retain_ms,
             expiry,
+            trace: None,
         })
     }
 }
@@ -296,9 +299,19 @@ pub struct JobView {
     /// When the job, not claimed by then, is no longer delivered (jobs
     /// enqueued with `expires_in_ms`, until they end; null otherwise).
     pub expires_at: Option<String>,
+    /// The W3C trace context its enqueue came with; null when none.
+    pub trace: Option<TraceView>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
+}
+
+/// The `traceparent` and `tracestate` headers an enqueue came with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TraceView {
+    pub traceparent: String,
+    /// Null when none came, or when it was malformed.
+    pub tracestate: Option<String>,
 }
 
 impl JobView {
@@ -339,6 +352,10 @@ impl JobView {
             completed_at: job.completed_at_ms.map(timestamp),
             result: (job.state == JobState::Completed).then_some(job.result),
             expires_at: job.expires_at_ms.map(timestamp),
+            trace: job.trace.map(|trace| TraceView {
+                traceparent: trace.traceparent,
+                tracestate: Some(trace.tracestate).filter(|s| !s.is_empty()),
+            }),
             created: None,
         }
     }
@@ -358,10 +375,16 @@ pub fn timestamp(unix_ms: i64) -> String {
 /// Enqueue a job.
 ///
 /// With a client `id` the enqueue is idempotent: a job already known under
-/// that id is answered (200, `created: false`) and nothing is added.
+/// that id is answered (200, `created: false`) and nothing is added. A
+/// well-formed W3C `traceparent` header (and `tracestate`) is kept with
+/// the job; a malformed one is ignored.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs", tag = "jobs",
-    params(QueuePath),
+    params(
+        QueuePath,
+        ("traceparent" = Option<String>, Header, description = "W3C trace context, `00-<trace id>-<parent id>-<flags>`: kept with the jobs and returned in their `trace`; ignored when malformed"),
+        ("tracestate" = Option<String>, Header, description = "Kept with a well-formed `traceparent`"),
+    ),
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "Job added", body = JobView,
@@ -372,13 +395,17 @@ pub fn timestamp(unix_ms: i64) -> String {
 pub async fn enqueue(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
+    headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response> {
     let queue = path.queue.as_str();
-    let job = request.into_new_job("", state.config.max_attempts)?;
+    let mut job = request.into_new_job("", state.config.max_attempts)?;
+    job.trace = TraceHeaders::from_headers(&headers);
+    let span = otel::send_span(queue, job.trace.as_ref(), 1);
     let enqueued = state
         .broker
         .enqueue(queue, vec![job])
+        .instrument(span.clone())
         .await?
         .pop()
         .ok_or_else(|| {
@@ -386,6 +413,7 @@ pub async fn enqueue(
                 "the exchange function answered nothing for an enqueue"
             ))
         })?;
+    otel::record_id(&span, &enqueued.job.id);
     let created = enqueued.created;
     let mut view = JobView::new(queue, enqueued.job);
     view.created = Some(created);
@@ -408,7 +436,11 @@ pub async fn enqueue(
 /// is added. A client id repeated in one batch creates one job.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/batch", tag = "jobs",
-    params(QueuePath),
+    params(
+        QueuePath,
+        ("traceparent" = Option<String>, Header, description = "W3C trace context, `00-<trace id>-<parent id>-<flags>`: kept with the jobs and returned in their `trace`; ignored when malformed"),
+        ("tracestate" = Option<String>, Header, description = "Kept with a well-formed `traceparent`"),
+    ),
     request_body = EnqueueBatchRequest,
     responses(
         (status = 200, description = "Every job, in request order, with `created`", body = JobList),
@@ -417,19 +449,26 @@ pub async fn enqueue(
 pub async fn enqueue_batch(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
+    headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueBatchRequest>,
 ) -> Result<axum::Json<JobList>> {
     let queue = path.queue.as_str();
     if !(1..=MAX_BATCH).contains(&request.jobs.len()) {
         return Err(ApiError::validation("jobs", "must hold 1 to 1000 jobs"));
     }
+    let trace = TraceHeaders::from_headers(&headers);
     let jobs = request
         .jobs
         .into_iter()
         .enumerate()
-        .map(|(i, job)| job.into_new_job(&format!("jobs[{i}]."), state.config.max_attempts))
+        .map(|(i, job)| {
+            let mut job = job.into_new_job(&format!("jobs[{i}]."), state.config.max_attempts)?;
+            job.trace.clone_from(&trace);
+            Ok(job)
+        })
         .collect::<Result<Vec<_>>>()?;
-    let enqueued = state.broker.enqueue(queue, jobs).await?;
+    let span = otel::send_span(queue, trace.as_ref(), jobs.len());
+    let enqueued = state.broker.enqueue(queue, jobs).instrument(span).await?;
     let jobs = enqueued
         .into_iter()
         .map(|enqueued| {

@@ -4,6 +4,7 @@ use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
 use super::store::record::Record;
+use crate::otel::TraceHeaders;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,7 @@ pub struct Job {
     /// When the job, not claimed by then, is no longer delivered; until
     /// it ends.
     pub expires_at_ms: Option<i64>,
+    pub trace: Option<TraceHeaders>,
 }
 
 impl Job {
@@ -83,6 +85,10 @@ impl Job {
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
             expires_at_ms: None,
+            trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
+                traceparent: traceparent.to_owned(),
+                tracestate: tracestate.to_owned(),
+            }),
         })
     }
 }
@@ -180,6 +186,7 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
+            trace: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,
         }

@@ -24,6 +24,7 @@ use super::store::bounded_by;
 use super::store::keys::{self, Key};
 use super::store::library::{Function, LIBRARY};
 use super::store::record;
+use crate::otel::TraceHeaders;
 use crate::telemetry;
 
 /// How long a waiting claim sleeps at most before it looks again on its
@@ -50,6 +51,8 @@ pub struct NewJob {
     /// `retain_ms`.
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
+    /// The W3C trace it was enqueued under.
+    pub trace: Option<TraceHeaders>,
 }
 
 impl NewJob {
@@ -63,7 +66,13 @@ impl NewJob {
             max_attempts: self.max_attempts,
             group: self.group.clone(),
             retain_ms: self.retain_ms,
-            body: record::body(&self.task, self.args.get()),
+            body: record::body(
+                self.trace
+                    .as_ref()
+                    .map(|t| (t.traceparent.as_str(), t.tracestate.as_str())),
+                &self.task,
+                self.args.get(),
+            ),
             arrival,
             expiry: self.expiry,
         }
@@ -97,6 +106,7 @@ impl NewJob {
             expires_at_ms: self
                 .expiry
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
+            trace: self.trace,
         }
     }
 }

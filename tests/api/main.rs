@@ -26,3 +26,4 @@ mod score;
 mod sharded;
 mod soak;
 mod spec;
+mod traces;

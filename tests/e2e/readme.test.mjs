@@ -25,7 +25,7 @@ import { after, before, test } from 'node:test';
 import { killAll, root, startPrioq, startRedis } from './support.mjs';
 
 /** The keys whose values are compared, in the order an output shows them. */
-const COMPARED = ['state', 'code', 'status', 'created', 'paused', 'id', 'lease_token', 'last_job_id'];
+const COMPARED = ['state', 'code', 'status', 'created', 'paused', 'id', 'lease_token', 'last_job_id', 'traceparent'];
 /** The keys whose values prioq may make up. */
 const MADE_UP = new Set(['id', 'lease_token', 'last_job_id']);
 const REPEAT_MS = 20000;

@@ -257,7 +257,9 @@ export interface paths {
         /**
          * Enqueue a job.
          * @description With a client `id` the enqueue is idempotent: a job already known under
-         *     that id is answered (200, `created: false`) and nothing is added.
+         *     that id is answered (200, `created: false`) and nothing is added. A
+         *     well-formed W3C `traceparent` header (and `tracestate`) is kept with
+         *     the job; a malformed one is ignored.
          */
         post: operations["enqueue"];
         delete?: never;
@@ -1012,6 +1014,7 @@ export interface components {
             schedule?: string | null;
             state: components["schemas"]["StateName"];
             task: string;
+            trace?: components["schemas"]["TraceView"] | null;
             worker?: string | null;
         };
         /**
@@ -1448,6 +1451,12 @@ export interface components {
              *     evicting keys when full.
              */
             warnings?: string[];
+        };
+        /** @description The `traceparent` and `tracestate` headers an enqueue came with. */
+        TraceView: {
+            traceparent: string;
+            /** @description Null when none came, or when it was malformed. */
+            tracestate?: string | null;
         };
     };
     responses: {
@@ -2056,7 +2065,12 @@ export interface operations {
     enqueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C trace context, `00-<trace id>-<parent id>-<flags>`: kept with the jobs and returned in their `trace`; ignored when malformed */
+                traceparent?: string | null;
+                /** @description Kept with a well-formed `traceparent` */
+                tracestate?: string | null;
+            };
             path: {
                 /** @description Queue name */
                 queue: string;
@@ -2102,7 +2116,12 @@ export interface operations {
     enqueue_batch: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C trace context, `00-<trace id>-<parent id>-<flags>`: kept with the jobs and returned in their `trace`; ignored when malformed */
+                traceparent?: string | null;
+                /** @description Kept with a well-formed `traceparent` */
+                tracestate?: string | null;
+            };
             path: {
                 /** @description Queue name */
                 queue: string;

@@ -363,7 +363,7 @@ impl ScheduleSpec {
             max_attempts: self.max_attempts,
             group: self.group.clone(),
             retain_ms: Some(self.retain_ms),
-            body: body(&self.task, self.args.get()),
+            body: body(None, &self.task, self.args.get()),
             arrival: None,
             expiry: None,
         }

@@ -36,6 +36,7 @@ from .settings_view import SettingsView
 from .settings_view_group_weights import SettingsViewGroupWeights
 from .state_name import StateName
 from .status import Status
+from .trace_view import TraceView
 
 __all__ = (
     "AckEntry",
@@ -74,4 +75,5 @@ __all__ = (
     "SettingsViewGroupWeights",
     "StateName",
     "Status",
+    "TraceView",
 )

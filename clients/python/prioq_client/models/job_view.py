@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.state_name import StateName
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.trace_view import TraceView
+
 
 T = TypeVar("T", bound="JobView")
 
@@ -47,6 +51,7 @@ class JobView:
             it sent none).
         run_at (None | str | Unset): When a scheduled job becomes claimable.
         schedule (None | str | Unset): The schedule whose fire time made the job (fired jobs only).
+        trace (None | TraceView | Unset):
         worker (None | str | Unset):
     """
 
@@ -71,10 +76,13 @@ class JobView:
     result: Any | Unset = UNSET
     run_at: None | str | Unset = UNSET
     schedule: None | str | Unset = UNSET
+    trace: None | TraceView | Unset = UNSET
     worker: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.trace_view import TraceView  # noqa: PLC0415
+
         args = self.args
 
         attempts = self.attempts
@@ -157,6 +165,14 @@ class JobView:
         else:
             schedule = self.schedule
 
+        trace: dict[str, Any] | None | Unset
+        if isinstance(self.trace, Unset):
+            trace = UNSET
+        elif isinstance(self.trace, TraceView):
+            trace = self.trace.to_dict()
+        else:
+            trace = self.trace
+
         worker: None | str | Unset
         if isinstance(self.worker, Unset):
             worker = UNSET
@@ -202,6 +218,8 @@ class JobView:
             field_dict["run_at"] = run_at
         if schedule is not UNSET:
             field_dict["schedule"] = schedule
+        if trace is not UNSET:
+            field_dict["trace"] = trace
         if worker is not UNSET:
             field_dict["worker"] = worker
 
@@ -209,6 +227,8 @@ class JobView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.trace_view import TraceView  # noqa: PLC0415
+
         d = dict(src_dict)
         args = d.pop("args")
 
@@ -322,6 +342,23 @@ class JobView:
 
         schedule = _parse_schedule(d.pop("schedule", UNSET))
 
+        def _parse_trace(data: object) -> None | TraceView | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                trace_type_0 = TraceView.from_dict(data)
+
+                return trace_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | TraceView | Unset, data)
+
+        trace = _parse_trace(d.pop("trace", UNSET))
+
         def _parse_worker(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -353,6 +390,7 @@ class JobView:
             result=result,
             run_at=run_at,
             schedule=schedule,
+            trace=trace,
             worker=worker,
         )
 

@@ -9,15 +9,22 @@ from ...client import AuthenticatedClient, Client
 from ...models.enqueue_request import EnqueueRequest
 from ...models.job_view import JobView
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     queue: str,
     *,
     body: EnqueueRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(traceparent, Unset):
+        headers["traceparent"] = traceparent
+
+    if not isinstance(tracestate, Unset):
+        headers["tracestate"] = tracestate
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -105,14 +112,20 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: EnqueueRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> Response[JobView | Problem]:
     """Enqueue a job.
 
      With a client `id` the enqueue is idempotent: a job already known under
-    that id is answered (200, `created: false`) and nothing is added.
+    that id is answered (200, `created: false`) and nothing is added. A
+    well-formed W3C `traceparent` header (and `tracestate`) is kept with
+    the job; a malformed one is ignored.
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
             'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
             'task': 'send_email'}.
@@ -128,6 +141,8 @@ def sync_detailed(
     kwargs = _get_kwargs(
         queue=queue,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
     response = client.get_httpx_client().request(
@@ -142,14 +157,20 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: EnqueueRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> JobView | Problem | None:
     """Enqueue a job.
 
      With a client `id` the enqueue is idempotent: a job already known under
-    that id is answered (200, `created: false`) and nothing is added.
+    that id is answered (200, `created: false`) and nothing is added. A
+    well-formed W3C `traceparent` header (and `tracestate`) is kept with
+    the job; a malformed one is ignored.
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
             'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
             'task': 'send_email'}.
@@ -166,6 +187,8 @@ def sync(
         queue=queue,
         client=client,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     ).parsed
 
 
@@ -174,14 +197,20 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: EnqueueRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> Response[JobView | Problem]:
     """Enqueue a job.
 
      With a client `id` the enqueue is idempotent: a job already known under
-    that id is answered (200, `created: false`) and nothing is added.
+    that id is answered (200, `created: false`) and nothing is added. A
+    well-formed W3C `traceparent` header (and `tracestate`) is kept with
+    the job; a malformed one is ignored.
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
             'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
             'task': 'send_email'}.
@@ -197,6 +226,8 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         queue=queue,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -209,14 +240,20 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: EnqueueRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> JobView | Problem | None:
     """Enqueue a job.
 
      With a client `id` the enqueue is idempotent: a job already known under
-    that id is answered (200, `created: false`) and nothing is added.
+    that id is answered (200, `created: false`) and nothing is added. A
+    well-formed W3C `traceparent` header (and `tracestate`) is kept with
+    the job; a malformed one is ignored.
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueRequest): A job to add. Example: {'args': {'to': 'a@example.com'},
             'delay_ms': 0, 'group': 'tenant-42', 'id': 'order-1234', 'max_attempts': 5, 'priority': 0,
             'task': 'send_email'}.
@@ -234,5 +271,7 @@ async def asyncio(
             queue=queue,
             client=client,
             body=body,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
     ).parsed

@@ -9,15 +9,22 @@ from ...client import AuthenticatedClient, Client
 from ...models.enqueue_batch_request import EnqueueBatchRequest
 from ...models.job_list import JobList
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     queue: str,
     *,
     body: EnqueueBatchRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(traceparent, Unset):
+        headers["traceparent"] = traceparent
+
+    if not isinstance(tracestate, Unset):
+        headers["tracestate"] = tracestate
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -100,6 +107,8 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: EnqueueBatchRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> Response[JobList | Problem]:
     """Enqueue many jobs at once.
 
@@ -108,6 +117,8 @@ def sync_detailed(
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueBatchRequest): Many jobs to add at once. Example: {'jobs': [{'args': {'to':
             'a@example.com'}, 'id': 'order-1234', 'priority': 0, 'task': 'send_email'}, {'priority':
             9, 'task': 'nightly_digest'}]}.
@@ -123,6 +134,8 @@ def sync_detailed(
     kwargs = _get_kwargs(
         queue=queue,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
     response = client.get_httpx_client().request(
@@ -137,6 +150,8 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: EnqueueBatchRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> JobList | Problem | None:
     """Enqueue many jobs at once.
 
@@ -145,6 +160,8 @@ def sync(
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueBatchRequest): Many jobs to add at once. Example: {'jobs': [{'args': {'to':
             'a@example.com'}, 'id': 'order-1234', 'priority': 0, 'task': 'send_email'}, {'priority':
             9, 'task': 'nightly_digest'}]}.
@@ -161,6 +178,8 @@ def sync(
         queue=queue,
         client=client,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     ).parsed
 
 
@@ -169,6 +188,8 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: EnqueueBatchRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> Response[JobList | Problem]:
     """Enqueue many jobs at once.
 
@@ -177,6 +198,8 @@ async def asyncio_detailed(
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueBatchRequest): Many jobs to add at once. Example: {'jobs': [{'args': {'to':
             'a@example.com'}, 'id': 'order-1234', 'priority': 0, 'task': 'send_email'}, {'priority':
             9, 'task': 'nightly_digest'}]}.
@@ -192,6 +215,8 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         queue=queue,
         body=body,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -204,6 +229,8 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: EnqueueBatchRequest,
+    traceparent: None | str | Unset = UNSET,
+    tracestate: None | str | Unset = UNSET,
 ) -> JobList | Problem | None:
     """Enqueue many jobs at once.
 
@@ -212,6 +239,8 @@ async def asyncio(
 
     Args:
         queue (str):
+        traceparent (None | str | Unset):
+        tracestate (None | str | Unset):
         body (EnqueueBatchRequest): Many jobs to add at once. Example: {'jobs': [{'args': {'to':
             'a@example.com'}, 'id': 'order-1234', 'priority': 0, 'task': 'send_email'}, {'priority':
             9, 'task': 'nightly_digest'}]}.
@@ -229,5 +258,7 @@ async def asyncio(
             queue=queue,
             client=client,
             body=body,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
     ).parsed
