@@ -1,8 +1,9 @@
 -- delete: deletes a job that nobody is working on, completed ones
 -- included. A group's head that is deleted is replaced by the group's next
--- job.
+-- job; a dedup key the job holds is let go at once.
 -- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
---   completed, results, progress, expiry, expiry:due
+--   completed, results, progress, expiry, expiry:due,
+--   dedup, dedup:of, dedup:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
@@ -29,7 +30,7 @@ redis.register_function{
       take_out(c, id, record)
     end
     redis.call('HDEL', q.jobs, id)
-    ended(c, {id}, now_ms())
+    ended(c, {id}, now_ms(), true)
     settle(c)
     return 1
   end,

@@ -3,7 +3,8 @@
 -- so a debt paid twice (its clearing was lost, a sweeper paid it too)
 -- makes its job once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules:paid, expiry, expiry:due
+--   groups, completed, results, progress, schedules:paid, expiry, expiry:due,
+--   dedup, dedup:of, dedup:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
 --   name, ARGV[4] the number of shards the caller routed for, then an
 --   enqueues section of one request of one job (see the enqueue part).

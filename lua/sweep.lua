@@ -3,7 +3,8 @@
 -- expired', back to pending, or to the DLQ once attempts reach
 -- max_attempts), ends up to `batch` waiting jobs whose expiry has come
 -- (see `expire`), promotes up to `batch` due scheduled jobs, deletes up to
--- `batch` completed jobs whose retention has ended, and looks at
+-- `batch` completed jobs whose retention has ended, lets go up to `batch`
+-- dedup keys whose ttl has passed since their jobs ended, and looks at
 -- up to `batch` finish tags and groups from where the last pass stopped:
 -- tags at or behind their class's virtual time are dropped (they tag a
 -- group's next job no differently), and a group below its cap gets back
@@ -15,7 +16,8 @@
 -- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
---   schedules:owed, claims, claims:until, expiry, expiry:due
+--   schedules:owed, claims, claims:until, expiry, expiry:due,
+--   dedup, dedup:of, dedup:until
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -48,6 +50,7 @@ redis.register_function{
       redis.call('HDEL', q.leases, unpack(purged))
       redis.call('HDEL', q.jobs, unpack(purged))
     end
+    release_due(c, now, batch)
 
     local answered = redis.call('ZRANGE', q.claims_until, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     if #answered > 0 then

@@ -47,6 +47,12 @@ pub const JOBS_DEAD_LETTERED: &str = "prioq_jobs_dead_lettered_total";
 /// Jobs whose expiry came before they were claimed (dead-lettered or
 /// dropped).
 pub const JOBS_EXPIRED: &str = "prioq_jobs_expired_total";
+/// Enqueues answered with the job that holds their dedup key, nothing
+/// added (mode `drop`).
+pub const JOBS_DEDUPLICATED: &str = "prioq_jobs_deduplicated_total";
+/// Waiting jobs that took a later enqueue's task, args, priority and
+/// delay by their dedup key (mode `replace`).
+pub const JOBS_REPLACED: &str = "prioq_jobs_replaced_total";
 /// Requests of this instance queued for their queue's next batched call.
 pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
 /// Batched calls this instance sent to Redis.
@@ -57,7 +63,7 @@ pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 pub const JOB_WAITS: &str = "prioq_job_waits";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
-pub(crate) const QUEUE_COUNTERS: [&str; 7] = [
+pub(crate) const QUEUE_COUNTERS: [&str; 9] = [
     JOBS_ENQUEUED,
     JOBS_CLAIMED,
     JOBS_ACKED,
@@ -65,6 +71,8 @@ pub(crate) const QUEUE_COUNTERS: [&str; 7] = [
     LEASES_EXPIRED,
     JOBS_DEAD_LETTERED,
     JOBS_EXPIRED,
+    JOBS_DEDUPLICATED,
+    JOBS_REPLACED,
 ];
 
 /// The HTTP request-duration histogram.

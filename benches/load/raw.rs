@@ -78,6 +78,7 @@ impl Calls {
                 body: body.to_vec(),
                 arrival: None,
                 expiry: None,
+                dedup: None,
             })
             .collect();
         self.push(keys, vec![Exchange::Enqueue(jobs)]);

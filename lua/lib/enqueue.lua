@@ -15,7 +15,7 @@
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
-local PER_JOB = 9
+local PER_JOB = 10
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
 -- where its jobs start in ARGV, how many, and the number of jobs before
@@ -38,71 +38,174 @@ local function read_enqueues(argv, at)
   return {requests = requests, ids = ids, fields = fields}, at
 end
 
+-- Decides at `now` whether the job at `base`, new by its id, is answered
+-- with another job holding its dedup key (see lua/lib/dedup.lua) rather
+-- than made; answers true when it is. `d` collects the call's decisions:
+-- `answers[base]` {owner, replaced}; `owners[key]` the job made here that
+-- takes a key ({id, base, until, stale: the ended owner it takes the key
+-- from}); `source[base]` the later entry whose task, args, priority and
+-- delay a job made here takes (a replace in the same call); `replaces`
+-- the waiting jobs replaced, in order, and `replacing[owner]` the entry
+-- each takes ({base, key, until, record, job}). `made` holds the keys of
+-- jobs made by an earlier part of the call.
+local function dedupe(c, argv, base, d, made, now)
+  local mode, ttl, key = string.match(argv[base + 9], '^([dr])(%d+):(.*)$')
+  local here = d.owners[key]
+  if here or made[key] then
+    -- Made in this call, so still waiting: a replace gives it its fields
+    -- (one made by an earlier part is only answered).
+    if mode == 'r' and here then
+      d.source[here.base] = base
+      d.answers[base] = {here.id, true}
+    else
+      d.answers[base] = {(here or made[key]).id, false}
+    end
+    return true
+  end
+  local q, entry = c.q, redis.call('HGET', c.q.dedup, key)
+  local until_, owner, life
+  if entry then
+    until_, owner = held_by(entry)
+    life = life_of(q, owner)
+  end
+  if entry and mode == 'd' and (life == 'waiting' or life == 'processing' or (life == 'ended' and until_ > now)) then
+    d.answers[base] = {owner, false}
+    return true
+  end
+  if entry and mode == 'r' and life == 'waiting' then
+    local replacing = d.replacing[owner]
+    if not replacing then
+      local record = redis.call('HGET', q.jobs, owner)
+      replacing = {key = key, until_ = until_, record = record, job = decode(record)}
+      d.replacing[owner] = replacing
+      d.replaces[#d.replaces + 1] = owner
+    end
+    replacing.base = base
+    replacing.until_ = math.max(replacing.until_, now + tonumber(ttl))
+    d.answers[base] = {owner, true}
+    return true
+  end
+  d.owners[key] = {id = argv[base], base = base, until_ = now + tonumber(ttl),
+    stale = entry and (life == 'ended' or life == 'gone') and owner or nil}
+  return false
+end
+
 -- Takes the new jobs of requests first..last as one: their tags at once,
 -- then their records and places in `w` (created ids, records, pending's
--- and scheduled's adds, expiry's entries and expiry:due's adds). Answers false, having changed nothing, when a
--- class's tags ran out.
+-- and scheduled's adds, expiry's entries and expiry:due's adds, dedup's
+-- answers and entries), and replaces the waiting jobs their dedup keys
+-- name. Answers false, having changed nothing, when a class's tags ran
+-- out.
 local function take_requests(c, argv, requests, first, last, known, w, now)
-  local fresh, prios, groups, arrivals = {}, {}, {}, {}
+  local fresh, order, d = {}, {}, nil
   for r = first, last do
     local request = requests[r]
     for i = 0, request.count - 1 do
       local base = request.first + PER_JOB * i
       local id = argv[base]
       if not known[request.n + i + 1] and not w.created[id] and not fresh[id] then
-        fresh[id] = base
-        if argv[base + 2] == '0' then
-          prios[#prios + 1], groups[#groups + 1] = int_of(argv[base + 1]), argv[base + 4]
-          arrivals[#prios] = tonumber(argv[base + 7])
+        if argv[base + 9] ~= '' then
+          d = d or {answers = {}, owners = {}, source = {}, replaces = {}, replacing = {}}
+        end
+        if argv[base + 9] == '' or not dedupe(c, argv, base, d, w.owners or NONE, now) then
+          fresh[id] = base
+          order[#order + 1] = base
         end
       end
+    end
+  end
+  local source = d and d.source or NONE
+  local prios, groups, arrivals = {}, {}, {}
+  for _, base in ipairs(order) do
+    local from = source[base] or base
+    if argv[from + 2] == '0' then
+      prios[#prios + 1], groups[#groups + 1] = int_of(argv[from + 1]), argv[base + 4]
+      arrivals[#prios] = tonumber(argv[base + 7])
+    end
+  end
+  for _, owner in ipairs(d and d.replaces or NONE) do
+    local replacing = d.replacing[owner]
+    if argv[replacing.base + 2] == '0' then
+      prios[#prios + 1], groups[#groups + 1] = int_of(argv[replacing.base + 1]), replacing.job.group or ''
+      arrivals[#prios] = tonumber(argv[replacing.base + 7])
     end
   end
   local tags = take_tags(c, prios, groups, arrivals)
   if not tags then return false end
   local now_varint, next_tag, records = varint(now), 1, w.records
-  for r = first, last do
-    local request = requests[r]
-    for i = 0, request.count - 1 do
-      local base = request.first + PER_JOB * i
-      local id = argv[base]
-      if fresh[id] == base then
-        w.created[id] = true
-        local prio, delay, max = int_of(argv[base + 1]), int_of(argv[base + 2]), int_of(argv[base + 3])
-        local group = argv[base + 4] ~= '' and argv[base + 4] or nil
-        local retain = int_of(argv[base + 5]) or c.settings.retain_ms
-        -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
-        -- group, retention, schedule (`c.schedule`: set by `fire`)
-        records[#records + 1] = id
-        local schedule = c.schedule
-        records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0)
-            + (schedule and HAS_SCHEDULE or 0))
-          .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
-          .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
-          .. (schedule and (small_varint(#schedule) .. schedule) or '')
-          .. argv[base + 6]
-        local expiry = argv[base + 8]
-        if expiry ~= '' then
-          local after, mode = string.match(expiry, '^(%d+)(.*)$')
-          local deadline = ms(now + tonumber(after))
-          -- Made for the first job with an expiry: a call without any
-          -- builds no more tables than before.
-          w.expiry, w.expiry_due = w.expiry or {}, w.expiry_due or {}
-          w.expiry[#w.expiry + 1] = id
-          w.expiry[#w.expiry + 1] = deadline .. mode
-          w.expiry_due[#w.expiry_due + 1] = deadline
-          w.expiry_due[#w.expiry_due + 1] = id
-        end
-        if delay > 0 then
-          w.scheduled[#w.scheduled + 1] = ms(now + delay)
-          w.scheduled[#w.scheduled + 1] = id
-        else
-          place(c, w.adds, id, prio, group, tags[next_tag])
-          next_tag = next_tag + 1
-        end
-      end
+  for _, base in ipairs(order) do
+    local id, from = argv[base], source[base] or base
+    w.created[id] = true
+    local prio, delay, max = int_of(argv[from + 1]), int_of(argv[from + 2]), int_of(argv[base + 3])
+    local group = argv[base + 4] ~= '' and argv[base + 4] or nil
+    local retain = int_of(argv[base + 5]) or c.settings.retain_ms
+    -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
+    -- group, retention, schedule (`c.schedule`: set by `fire`)
+    records[#records + 1] = id
+    local schedule = c.schedule
+    records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0)
+        + (schedule and HAS_SCHEDULE or 0))
+      .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
+      .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
+      .. (schedule and (small_varint(#schedule) .. schedule) or '')
+      .. argv[from + 6]
+    local expiry = argv[base + 8]
+    if expiry ~= '' then
+      local after, mode = string.match(expiry, '^(%d+)(.*)$')
+      local deadline = ms(now + tonumber(after))
+      -- Made for the first job with an expiry: a call without any
+      -- builds no more tables than before.
+      w.expiry, w.expiry_due = w.expiry or {}, w.expiry_due or {}
+      w.expiry[#w.expiry + 1] = id
+      w.expiry[#w.expiry + 1] = deadline .. mode
+      w.expiry_due[#w.expiry_due + 1] = deadline
+      w.expiry_due[#w.expiry_due + 1] = id
+    end
+    if delay > 0 then
+      w.scheduled[#w.scheduled + 1] = ms(now + delay)
+      w.scheduled[#w.scheduled + 1] = id
+    else
+      place(c, w.adds, id, prio, group, tags[next_tag])
+      next_tag = next_tag + 1
     end
   end
+  if not d then return true end
+  -- What deduplication decided: the keys taken, the waiting jobs replaced
+  -- (out of where they wait, back with their new fields and a new tag or
+  -- run_at).
+  w.answers, w.owners, w.dedup, w.dedup_of = w.answers or {}, w.owners or {}, w.dedup or {}, w.dedup_of or {}
+  for base, answer in pairs(d.answers) do
+    w.answers[base] = answer
+  end
+  for key, owner in pairs(d.owners) do
+    w.owners[key] = owner
+    w.dedup[#w.dedup + 1] = key
+    w.dedup[#w.dedup + 1] = ms(owner.until_) .. ':' .. owner.id
+    w.dedup_of[#w.dedup_of + 1] = owner.id
+    w.dedup_of[#w.dedup_of + 1] = key
+    if owner.stale and redis.call('HGET', c.q.dedup_of, owner.stale) == key then forget_owner(c, owner.stale) end
+  end
+  for _, owner in ipairs(d.replaces) do
+    local replacing = d.replacing[owner]
+    local job, from = replacing.job, replacing.base
+    take_out(c, owner, replacing.record)
+    job.prio, job.body = int_of(argv[from + 1]), argv[from + 6]
+    local delay = int_of(argv[from + 2])
+    if delay > 0 then
+      job.ready = now + delay
+      w.scheduled[#w.scheduled + 1] = ms(job.ready)
+      w.scheduled[#w.scheduled + 1] = owner
+    else
+      job.ready = now
+      place(c, w.adds, owner, job.prio, job.group, tags[next_tag])
+      next_tag = next_tag + 1
+    end
+    records[#records + 1] = owner
+    records[#records + 1] = encode(job)
+    w.dedup[#w.dedup + 1] = replacing.key
+    w.dedup[#w.dedup + 1] = ms(replacing.until_) .. ':' .. owner
+  end
+  c.replaced = (c.replaced or 0) + #d.replaces
   return true
 end
 
@@ -136,6 +239,13 @@ local function enqueue_all(c, argv, enqueues, now, out)
     redis.call('ZADD', q.expiry_due, unpack(w.expiry_due))
     add(c, 'expiring', #w.expiry / 2)
   end
+  if w.dedup and #w.dedup > 0 then
+    redis.call('HSET', q.dedup, unpack(w.dedup))
+    if #w.dedup_of > 0 then
+      redis.call('HSET', q.dedup_of, unpack(w.dedup_of))
+      add(c, 'keyed', #w.dedup_of / 2)
+    end
+  end
 
   -- The answers: what was created here is 1, what was known its view.
   local answered = {}
@@ -145,8 +255,12 @@ local function enqueue_all(c, argv, enqueues, now, out)
     else
       out[#out + 1] = 'OK'
       for i = 0, request.count - 1 do
-        local id = argv[request.first + PER_JOB * i]
-        if w.created[id] and not answered[id] then
+        local base = request.first + PER_JOB * i
+        local id, other = argv[base], w.answers and w.answers[base]
+        if other then
+          -- Answered with the job that holds its dedup key.
+          out[#out + 1] = other[2] and {'replaced', view(q, other[1])} or view(q, other[1])
+        elseif w.created[id] and not answered[id] then
           answered[id] = true
           out[#out + 1] = 1
         else

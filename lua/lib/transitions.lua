@@ -2,9 +2,10 @@
 -- the job's view, leases, acks and a lease's end; settling a call.
 
 -- Jobs `ids` ended at `now` (acked, dead-lettered, deleted, expired):
--- their progress and their expiry go, and those waiting on them hear of
--- it at `settle`.
-local function ended(c, ids, now)
+-- their progress and their expiry go, their dedup keys are let go (at
+-- once when `removed`: deleted or dropped, else once their ttl has
+-- passed), and those waiting on them hear of it at `settle`.
+local function ended(c, ids, now, removed)
   if #ids == 0 then return end
   if number(c, 'progress') > 0 then
     add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
@@ -16,6 +17,7 @@ local function ended(c, ids, now)
       redis.call('ZREM', c.q.expiry_due, unpack(ids))
     end
   end
+  let_go(c, ids, now, removed)
   c.ended = c.ended or {}
   for _, id in ipairs(ids) do
     c.ended[#c.ended + 1] = id
@@ -157,7 +159,10 @@ local function expire(c, gone, now)
       make_dead(q, id, decoded, now)
     end
   end
-  if #dropped > 0 then redis.call('HDEL', q.jobs, unpack(dropped)) end
+  if #dropped > 0 then
+    redis.call('HDEL', q.jobs, unpack(dropped))
+    let_go(c, dropped, now, true)
+  end
   ended(c, ids, now)
   c.expired = (c.expired or 0) + #gone
 end
@@ -213,14 +218,16 @@ end
 -- The reply for one job, in any state, as the Rust side parses it: {id,
 -- record, state, state time (run_at, lease deadline, dead_at or
 -- completed_at), lease entry, progress, result of a completed job ('' for
--- none), `expiry` entry}; false for each part the job does not have.
-local function job_reply(id, record, state, at, lease, progress, result, expiry)
-  return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false}
+-- none), `expiry` entry, the dedup key it holds}; false for each part the
+-- job does not have.
+local function job_reply(id, record, state, at, lease, progress, result, expiry, key)
+  return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false,
+    key or false}
 end
 
 -- The reply for one job (see job_reply), read from wherever it is. Needs
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
--- q.results, q.progress and q.expiry.
+-- q.results, q.progress, q.expiry and q.dedup_of.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
@@ -243,7 +250,7 @@ local function view(q, id)
     end
   end
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
-    redis.call('HGET', q.expiry, id))
+    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id))
 end
 
 -- The token of a `leases` entry.
@@ -305,6 +312,10 @@ local function ack_all(c, argv, first, last, now)
       local mark = mark_of(lease)
       if mark ~= 'done' then
         ending[#ending + 1] = id
+        -- A job whose dedup key is still held is kept completed until
+        -- the key is let go.
+        local held = number(c, 'keyed') > 0 and held_for(c, id, now)
+        if held and (mark or 0) < held then mark = held end
         if mark then
           acked[id] = token
           kept[#kept + 1] = {id, mark, argv[first + 3 * i - 1], lease}

@@ -18,7 +18,7 @@ use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::otel::{self, TraceHeaders};
-use crate::queue::{Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
+use crate::queue::{Dedup, Enqueued, Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -103,6 +103,44 @@ pub struct EnqueueRequest {
     /// What becomes of a job whose expiry comes before it is claimed;
     /// only with `expires_in_ms`.
     on_expiry: Option<OnExpiry>,
+    /// Deduplication by key: another enqueue with the key is answered
+    /// with the job that holds it (see `DedupRequest`).
+    dedup: Option<DedupRequest>,
+}
+
+/// A job's dedup key. The job that takes it holds it while it is pending,
+/// scheduled or processing, and until `ttl_ms` has passed since its
+/// enqueue; a job deleted, or dropped on expiry, lets it go at once.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"key": "refresh-user-42", "ttl_ms": 60000, "mode": "drop"}))]
+pub struct DedupRequest {
+    /// 1 to 128 of A-Z a-z 0-9 _ . : -
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+    key: String,
+    /// How long the key stays held after its job's enqueue, even once the
+    /// job ended: 0 to 2592000000 (30 days); default 0.
+    #[serde(default)]
+    #[schema(maximum = 2_592_000_000_u64)]
+    ttl_ms: u64,
+    #[serde(default)]
+    mode: DedupMode,
+}
+
+/// What an enqueue does when its key is held.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupMode {
+    /// Throttle (the default): answered 200 `created: false` with the job
+    /// that holds the key; nothing changes.
+    #[default]
+    Drop,
+    /// Debounce: while the job that holds the key is pending or
+    /// scheduled, it takes this enqueue's task, args and priority and its
+    /// delay starts again (200 `created: false, replaced: true`); once it
+    /// is processing or has ended, this enqueue makes a new job, which
+    /// takes the key.
+    Replace,
 }
 
 /// What becomes of a job whose expiry comes before it is claimed.
@@ -177,6 +215,7 @@ impl EnqueueRequest {
                 drop: matches!(on_expiry, Some(OnExpiry::Drop)),
             }),
         };
+        let dedup = self.dedup.map(|dedup| dedup.checked(field)).transpose()?;
         let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
         if !(1..=1000).contains(&max_attempts) {
             return Err(ApiError::validation(
@@ -194,7 +233,30 @@ impl EnqueueRequest {
             group: self.group,
             retain_ms: self.retain_ms,
             expiry,
+            dedup,
             trace: None,
+        })
+    }
+}
+
+impl DedupRequest {
+    fn checked(self, field: &str) -> Result<Dedup> {
+        if !is_job_id(&self.key) {
+            return Err(ApiError::validation(
+                format!("{field}dedup.key"),
+                "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
+            ));
+        }
+        if self.ttl_ms > MAX_DELAY_MS {
+            return Err(ApiError::validation(
+                format!("{field}dedup.ttl_ms"),
+                "must be 0 to 2592000000 (30 days)",
+            ));
+        }
+        Ok(Dedup {
+            key: self.key,
+            ttl_ms: self.ttl_ms,
+            replace: matches!(self.mode, DedupMode::Replace),
         })
     }
 }
@@ -221,6 +283,7 @@ pub(super) fn scheduled_job(
         retain_ms: Some(retain_ms),
         expires_in_ms: None,
         on_expiry: None,
+        dedup: None,
     }
     .into_new_job("", default_max_attempts)
 }
@@ -301,9 +364,16 @@ pub struct JobView {
     pub expires_at: Option<String>,
     /// The W3C trace context its enqueue came with; null when none.
     pub trace: Option<TraceView>,
+    /// The dedup key the job holds, until it lets it go; null otherwise.
+    pub dedup_key: Option<String>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
+    /// True when an enqueue with its dedup key (mode `replace`) gave the
+    /// waiting job its task, args, priority and delay (enqueue answers
+    /// only, when it did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<bool>,
 }
 
 /// The `traceparent` and `tracestate` headers an enqueue came with.
@@ -356,8 +426,20 @@ impl JobView {
                 traceparent: trace.traceparent,
                 tracestate: Some(trace.tracestate).filter(|s| !s.is_empty()),
             }),
+            dedup_key: job.dedup_key,
             created: None,
+            replaced: None,
         }
+    }
+}
+
+impl JobView {
+    /// An enqueue's answer for one job.
+    fn enqueued(queue: &str, enqueued: Enqueued) -> Self {
+        let mut view = Self::new(queue, enqueued.job);
+        view.created = Some(enqueued.created);
+        view.replaced = enqueued.replaced.then_some(true);
+        view
     }
 }
 
@@ -415,8 +497,7 @@ pub async fn enqueue(
         })?;
     otel::record_id(&span, &enqueued.job.id);
     let created = enqueued.created;
-    let mut view = JobView::new(queue, enqueued.job);
-    view.created = Some(created);
+    let view = JobView::enqueued(queue, enqueued);
     if created {
         let location = format!("/v1/queues/{queue}/jobs/{}", view.id);
         Ok((
@@ -471,11 +552,7 @@ pub async fn enqueue_batch(
     let enqueued = state.broker.enqueue(queue, jobs).instrument(span).await?;
     let jobs = enqueued
         .into_iter()
-        .map(|enqueued| {
-            let mut view = JobView::new(queue, enqueued.job);
-            view.created = Some(enqueued.created);
-            view
-        })
+        .map(|enqueued| JobView::enqueued(queue, enqueued))
         .collect();
     Ok(axum::Json(JobList { jobs }))
 }

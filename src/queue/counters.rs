@@ -59,6 +59,8 @@ pub(crate) struct QueueCounters {
     pub(crate) leases_expired: QueueMetric<Counter>,
     pub(crate) dead_lettered: QueueMetric<Counter>,
     pub(crate) expired: QueueMetric<Counter>,
+    pub(crate) deduplicated: QueueMetric<Counter>,
+    pub(crate) replaced: QueueMetric<Counter>,
 }
 
 impl QueueCounters {
@@ -71,6 +73,8 @@ impl QueueCounters {
             leases_expired: QueueMetric::new(telemetry::LEASES_EXPIRED, queue),
             dead_lettered: QueueMetric::new(telemetry::JOBS_DEAD_LETTERED, queue),
             expired: QueueMetric::new(telemetry::JOBS_EXPIRED, queue),
+            deduplicated: QueueMetric::new(telemetry::JOBS_DEDUPLICATED, queue),
+            replaced: QueueMetric::new(telemetry::JOBS_REPLACED, queue),
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct Job {
     /// When the job, not claimed by then, is no longer delivered; until
     /// it ends.
     pub expires_at_ms: Option<i64>,
+    /// The dedup key the job holds, until it lets it go.
+    pub dedup_key: Option<String>,
     pub trace: Option<TraceHeaders>,
 }
 
@@ -85,6 +87,7 @@ impl Job {
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
             expires_at_ms: None,
+            dedup_key: None,
             trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
                 traceparent: traceparent.to_owned(),
                 tracestate: tracestate.to_owned(),
@@ -100,7 +103,8 @@ pub(crate) fn expires_at(entry: &str) -> Option<i64> {
 }
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result, expiry}` (see `view` in `lua/lib/transitions.lua`).
+/// progress, result, expiry, dedup key}` (see `view` in
+/// `lua/lib/transitions.lua`).
 type RawView = (
     String,
     Vec<u8>,
@@ -110,11 +114,12 @@ type RawView = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, progress, result, expiry) =
+        let (id, record, state, at, lease, progress, result, expiry, dedup_key) =
             RawView::from_redis_value(v)?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
@@ -122,6 +127,7 @@ impl FromRedisValue for Job {
         job.progress = json(progress).transpose().map_err(|e| e.to_string())?;
         job.result = json(result).transpose().map_err(|e| e.to_string())?;
         job.expires_at_ms = expiry.as_deref().and_then(expires_at);
+        job.dedup_key = dedup_key;
         Ok(job)
     }
 }

@@ -16,7 +16,8 @@ use super::Broker;
 use super::counters::QueueCounters;
 use super::error::{QueueError, Result};
 use super::exchange::{
-    Ack, AckOutcome, ClaimEntry, Claimed, Expiry, Held, OutgoingJob, reserve_arrivals,
+    Ack, AckOutcome, ClaimEntry, Claimed, Dedup, Expiry, Held, Known, OutgoingJob,
+    reserve_arrivals,
 };
 use super::job::{Job, JobState};
 use super::shards::{REROUTES, scatter};
@@ -51,6 +52,7 @@ pub struct NewJob {
     /// `retain_ms`.
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
+    pub dedup: Option<Dedup>,
     /// The W3C trace it was enqueued under.
     pub trace: Option<TraceHeaders>,
 }
@@ -75,6 +77,7 @@ impl NewJob {
             ),
             arrival,
             expiry: self.expiry,
+            dedup: self.dedup.clone(),
         }
     }
 
@@ -106,6 +109,7 @@ impl NewJob {
             expires_at_ms: self
                 .expiry
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
+            dedup_key: self.dedup.map(|dedup| dedup.key),
             trace: self.trace,
         }
     }
@@ -115,8 +119,12 @@ impl NewJob {
 #[derive(Debug)]
 pub struct Enqueued {
     pub job: Job,
-    /// False when a job with the same id was already known.
+    /// False when a job with the same id, or holding the same dedup key,
+    /// was already known.
     pub created: bool,
+    /// The job held the dedup key and took the enqueued task, args,
+    /// priority and delay.
+    pub replaced: bool,
 }
 
 /// How to claim.
@@ -148,11 +156,18 @@ impl Broker {
         self.register(queue, false).await?;
         let mut shards = self.shards.of(queue).await?;
         let turn = shards.next_turn();
+        // A job made here with a dedup key lives in its key's shard, where
+        // the key is kept.
         let ids: Vec<String> = jobs
             .iter()
-            .map(|job| job.id.clone().unwrap_or_else(|| shards.new_id(turn)))
+            .map(|job| {
+                job.id.clone().unwrap_or_else(|| match &job.dedup {
+                    Some(dedup) => shards.new_id(keys::shard_of(&dedup.key, shards.count())),
+                    None => shards.new_id(turn),
+                })
+            })
             .collect();
-        let mut answers: Vec<Option<(i64, Option<Job>, bool)>> =
+        let mut answers: Vec<Option<(i64, Option<Known>, bool)>> =
             (0..jobs.len()).map(|_| None).collect();
         let mut tries = 0;
         loop {
@@ -183,12 +198,13 @@ impl Broker {
                 outgoing,
                 |job| &job.id,
                 |lane, part| async move {
+                    let ids: Vec<String> = part.iter().map(|job| job.id.clone()).collect();
                     let reply = lane.enqueue(part).await?;
-                    let made_here: Vec<bool> = (reply.known.iter())
-                        .map(|known| {
+                    let made_here: Vec<bool> = (reply.known.iter().zip(&ids))
+                        .map(|(known, id)| {
                             known
                                 .as_ref()
-                                .is_some_and(|job| reply.maybe_created_here(job))
+                                .is_some_and(|known| reply.maybe_created_here(id, known))
                         })
                         .collect();
                     let now = reply.now_ms;
@@ -226,25 +242,40 @@ impl Broker {
                 Some(error) => return Err(error),
             }
         }
+        let mut deduplicated = 0;
         let enqueued: Vec<Enqueued> = jobs
             .into_iter()
             .zip(ids)
             .zip(answers.into_iter().flatten())
             .map(|((new, id), (now, known, made_here))| match known {
+                // Answered with the job that holds its dedup key.
+                Some(known) if known.job.id != id => {
+                    deduplicated += u64::from(!known.replaced);
+                    Enqueued {
+                        job: known.job,
+                        created: false,
+                        replaced: known.replaced,
+                    }
+                }
                 // A job this request's own first send may have made is
                 // answered as made here, in its stored form.
-                Some(job) => Enqueued {
-                    job,
+                Some(known) => Enqueued {
+                    job: known.job,
                     created: made_here,
+                    replaced: known.replaced,
                 },
                 None => Enqueued {
                     job: new.into_job(id, now),
                     created: true,
+                    replaced: false,
                 },
             })
             .collect();
         let created = enqueued.iter().filter(|e| e.created).count();
         shards.counters.enqueued.increment(created as u64);
+        let replaced = enqueued.iter().filter(|e| e.replaced).count();
+        shards.counters.replaced.increment(replaced as u64);
+        shards.counters.deduplicated.increment(deduplicated);
         Ok(enqueued)
     }
 

@@ -39,8 +39,8 @@ use redis::{self, FromRedisValue};
 
 pub use error::{QueueError, Result};
 pub use exchange::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Expiry, Held,
-    OutgoingJob, Route, exchange_answers, exchange_command,
+    Ack, AckOutcome, ClaimEntry, Claimed, Dedup, EnqueueReply, Exchange, Exchanged, Expiry, Held,
+    Known, OutgoingJob, Route, exchange_answers, exchange_command,
 };
 pub use job::{Job, JobState, Lease, is_job_id};
 pub use jobs::{ClaimOptions, Enqueued, MAX_RETAIN_MS, Nack, NewJob};

@@ -41,6 +41,7 @@ pub struct OutgoingJob {
     /// `None` takes the next of its call's (see `Route`).
     pub arrival: Option<u64>,
     pub expiry: Option<Expiry>,
+    pub dedup: Option<Dedup>,
 }
 
 /// When a job not claimed by then is never delivered, and what becomes of
@@ -53,14 +54,34 @@ pub struct Expiry {
     pub drop: bool,
 }
 
+/// A job's deduplication key: while the job that holds it lives, and
+/// until `ttl_ms` has passed since that job's enqueue, another enqueue
+/// with the key is answered with that job (`replace`: while it waits, it
+/// takes the new one's task, args, priority and delay instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dedup {
+    pub key: String,
+    pub ttl_ms: u64,
+    pub replace: bool,
+}
+
+/// A job an enqueue found already there, under its id or its dedup key.
+#[derive(Debug)]
+pub struct Known {
+    pub job: Job,
+    /// The job held the dedup key and was waiting: it took the enqueued
+    /// job's task, args, priority and delay.
+    pub replaced: bool,
+}
+
 /// What the `exchange` function says of one enqueue request's jobs.
 #[derive(Debug)]
 pub struct EnqueueReply {
     /// Redis's time of the enqueue.
     pub now_ms: i64,
     /// Per job: `None` when it was created, else the job already known
-    /// under its id.
-    pub known: Vec<Option<Job>>,
+    /// under its id or its dedup key.
+    pub known: Vec<Option<Known>>,
     /// When the call was sent again after its connection dropped: how
     /// long before `now_ms` its first send began, at most. A job known now
     /// but enqueued since then may have been created by that first send.
@@ -68,11 +89,14 @@ pub struct EnqueueReply {
 }
 
 impl EnqueueReply {
-    /// Whether `job`, answered as known, may have been created by this
-    /// request's own first send, whose answer was lost.
-    pub fn maybe_created_here(&self, job: &Job) -> bool {
-        self.resent_within_ms
-            .is_some_and(|within| job.enqueued_at_ms >= self.now_ms - within)
+    /// Whether `known`, answered for a job sent under `id`, may have been
+    /// created by this request's own first send, whose answer was lost.
+    pub fn maybe_created_here(&self, id: &str, known: &Known) -> bool {
+        known.job.id == id
+            && !known.replaced
+            && self
+                .resent_within_ms
+                .is_some_and(|within| known.job.enqueued_at_ms >= self.now_ms - within)
     }
 }
 

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use redis::{self, Cmd, FromRedisValue, Value};
 
 use super::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, OutgoingJob,
+    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
+    OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
 use crate::queue::job::{self, Job, JobState, Lease};
@@ -21,14 +22,16 @@ use crate::queue::store::record::new_id;
 /// Due scheduled jobs a claim promotes before it takes its own.
 pub(crate) const CLAIM_PROMOTE_BATCH: u32 = 100;
 
-/// `1` for a created job, else the view of the one already known.
-pub(crate) fn known_job(item: Value) -> Result<Option<Job>> {
-    match item {
-        Value::Int(1) => Ok(None),
-        view => Job::from_redis_value(view)
-            .map(Some)
-            .map_err(|_| malformed()),
-    }
+/// `1` for a created job, else the view of the one already known, or
+/// `{'replaced', view}` for a waiting job its dedup key replaced.
+pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
+    let (view, replaced) = match item {
+        Value::Int(1) => return Ok(None),
+        Value::Array(mut items) if items.len() == 2 => (items.pop().ok_or_else(malformed)?, true),
+        view => (view, false),
+    };
+    let job = Job::from_redis_value(view).map_err(|_| malformed())?;
+    Ok(Some(Known { job, replaced }))
 }
 
 /// The function's reply: Redis's time; every ack's status, the claims'
@@ -50,7 +53,7 @@ type RawExchange = (
 );
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// layout): their number, then nine arguments per job. `sharded` holds,
+/// layout): their number, then ten arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(
@@ -77,6 +80,10 @@ pub(crate) fn push_jobs(
             .arg(arrival.map(|n| n.to_string()).unwrap_or_default())
             .arg(job.expiry.map_or_else(String::new, |expiry| {
                 format!("{}{}", expiry.in_ms, if expiry.drop { ":drop" } else { "" })
+            }))
+            .arg(job.dedup.as_ref().map_or_else(String::new, |dedup| {
+                let mode = if dedup.replace { 'r' } else { 'd' };
+                format!("{mode}{}:{}", dedup.ttl_ms, dedup.key)
             }));
     }
 }

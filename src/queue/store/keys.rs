@@ -36,12 +36,15 @@ pub enum Key {
     ClaimsUntil,
     Expiry,
     ExpiryDue,
+    Dedup,
+    DedupOf,
+    DedupUntil,
     /// The list of queues: the one key of no queue's slot.
     Queues,
 }
 
 impl Key {
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 25] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -63,6 +66,9 @@ impl Key {
         Self::ClaimsUntil,
         Self::Expiry,
         Self::ExpiryDue,
+        Self::Dedup,
+        Self::DedupOf,
+        Self::DedupUntil,
         Self::Queues,
     ];
 
@@ -90,6 +96,9 @@ impl Key {
             Self::ClaimsUntil => "claims:until",
             Self::Expiry => "expiry",
             Self::ExpiryDue => "expiry:due",
+            Self::Dedup => "dedup",
+            Self::DedupOf => "dedup:of",
+            Self::DedupUntil => "dedup:until",
             Self::Queues => "queues",
         }
     }
@@ -106,6 +115,8 @@ impl Key {
             Self::SchedulePaid => "paid",
             Self::ClaimsUntil => "claims_until",
             Self::ExpiryDue => "expiry_due",
+            Self::DedupOf => "dedup_of",
+            Self::DedupUntil => "dedup_until",
             other => other.name(),
         }
     }
