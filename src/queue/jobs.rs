@@ -16,8 +16,7 @@ use super::Broker;
 use super::counters::QueueCounters;
 use super::error::{QueueError, Result};
 use super::exchange::{
-    Ack, AckOutcome, ClaimEntry, Claimed, Dedup, Expiry, Held, Known, OutgoingJob,
-    reserve_arrivals,
+    Ack, AckOutcome, ClaimEntry, Claimed, Dedup, Expiry, Held, Known, OutgoingJob, reserve_arrivals,
 };
 use super::job::{Job, JobState};
 use super::shards::{REROUTES, scatter};

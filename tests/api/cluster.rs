@@ -8,6 +8,7 @@ use prioq::queue::store::keys::{Key, QueueKeys};
 use serde_json::json;
 
 use crate::completion::{check_retention, check_wait_woken_across_instances};
+use crate::dedup::{check_dedup_racing_ack, check_drop_answers_the_holder, check_replace};
 use crate::expiry::{check_claim_skips_expired_jobs, check_expiry_racing_claims};
 use crate::fairness::{
     check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
@@ -29,6 +30,21 @@ async fn cluster_a_claim_skips_expired_jobs_before_any_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_an_expiry_racing_claims_never_hands_out_an_expired_job() {
     check_expiry_racing_claims(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_drop_answers_the_job_that_holds_the_key() {
+    check_drop_answers_the_holder(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_replace_gives_a_waiting_job_the_new_fields() {
+    check_replace(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_dedup_key_racing_its_jobs_ack_has_one_holder_at_most() {
+    check_dedup_racing_ack(shared_cluster().config()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ mod claim_acks;
 mod claim_order;
 mod cluster;
 mod completion;
+mod dedup;
 mod edges;
 mod endpoints;
 mod expiry;

@@ -366,7 +366,7 @@ impl ScheduleSpec {
             body: body(None, &self.task, self.args.get()),
             arrival: None,
             expiry: None,
-                dedup: None,
+            dedup: None,
         }
     }
 }

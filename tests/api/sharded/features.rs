@@ -10,6 +10,10 @@ use serde_json::{Value, json};
 
 use super::{preshard, sharded_cluster};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
+use crate::dedup::{
+    check_dedup_racing_ack, check_drop_answers_the_holder, check_removed_jobs_let_go,
+    check_replace, check_ttl_after_the_end,
+};
 use crate::expiry::{
     check_claim_skips_expired_jobs, check_expiry_racing_claims, check_sweeper_ends_expired_jobs,
 };
@@ -225,4 +229,55 @@ async fn a_sharded_queue_in_one_redis_answers_as_one_queue() {
         (stats["pending"].clone(), stats["dead"].clone()),
         (json!(1), json!(28))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_drop_answers_the_job_that_holds_the_key() {
+    check_drop_answers_the_holder(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_key_is_held_for_its_ttl_then_let_go() {
+    check_ttl_after_the_end(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replace_gives_a_waiting_job_the_new_fields() {
+    check_replace(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_deleted_dropped_or_purged_job_never_blocks_its_key() {
+    check_removed_jobs_let_go(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_dedup_key_racing_its_jobs_ack_has_one_holder_at_most() {
+    check_dedup_racing_ack(sharded_cluster(&["q"], 3).await).await;
+}
+
+/// Jobs with client ids live in their ids' shards, each of which keeps
+/// its own entry of a key: at most one holder per shard (the README's
+/// bound); without ids, one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_key_has_at_most_one_holder_per_shard() {
+    let app = spawn_app_with(sharded_cluster(&["q"], 3).await).await;
+    let jobs: Vec<Value> = (0..30)
+        .map(|n| json!({"task": "t", "id": format!("job-{n}"), "dedup": {"key": "k"}}))
+        .chain((0..30).map(|_| json!({"task": "t", "dedup": {"key": "generated"}})))
+        .collect();
+    let answer = app
+        .post(app.queue_url("q", "/jobs/batch"), json!({ "jobs": jobs }))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    let made = |key: &str| {
+        answer.body["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .filter(|job| job["created"] == json!(true) && job["dedup_key"] == json!(key))
+            .count()
+    };
+    assert!((1..=3).contains(&made("k")), "{answer:?}");
+    assert_eq!(made("generated"), 1, "{answer:?}");
 }
