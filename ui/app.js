@@ -707,6 +707,7 @@ function renderLookup(current, found) {
   add('Enqueued', 'enqueued_at', relative(job.enqueued_at), job.enqueued_at);
   add('Runs at', 'run_at', job.run_at && relative(job.run_at), job.run_at);
   add('Expires', 'expires_at', job.expires_at && relative(job.expires_at), job.expires_at);
+  add('Dedup key', 'dedup_key', job.dedup_key);
   add('Worker', 'worker', job.worker);
   add('Lease token', 'lease_token', job.lease_token);
   add('Lease expires', 'lease_expires_at', job.lease_expires_at && relative(job.lease_expires_at), job.lease_expires_at);

@@ -373,3 +373,25 @@ async fn a_dedup_request_out_of_its_bounds_is_refused_and_adds_nothing() {
     );
     assert!(app.claim_one("q").await.is_none(), "nothing was added");
 }
+
+/// A replaced job of a group, its group's head, goes behind the group's
+/// jobs enqueued before the replace, as a job enqueued then would, and the
+/// group's next job becomes its head.
+#[tokio::test]
+async fn a_replaced_group_head_goes_behind_its_group() {
+    let app = spawn_app_with(test_config()).await;
+    let keyed = |n: u32| {
+        json!({"task": "t", "args": {"n": n}, "group": "g",
+               "dedup": {"key": "r", "mode": "replace"}})
+    };
+    let head = app.enqueue("q", keyed(1)).await;
+    let behind = app
+        .enqueue("q", json!({"task": "t", "id": "behind", "group": "g"}))
+        .await;
+    let replaced = turned_away(&app, "q", keyed(2)).await;
+    assert_eq!(replaced["id"], head["id"]);
+    let jobs = app.claim("q", json!({"max_jobs": 10})).await;
+    let order: Vec<&Value> = jobs.iter().map(|job| &job["id"]).collect();
+    assert_eq!(order, [&behind["id"], &head["id"]], "{jobs:?}");
+    assert_eq!(jobs[1]["args"], json!({"n": 2}));
+}

@@ -776,6 +776,32 @@ export interface components {
             total: number;
         };
         /**
+         * @description What an enqueue does when its key is held.
+         * @enum {string}
+         */
+        DedupMode: "drop" | "replace";
+        /**
+         * @description A job's dedup key. The job that takes it holds it while it is pending,
+         *     scheduled or processing, and until `ttl_ms` has passed since its
+         *     enqueue; a job deleted, or dropped on expiry, lets it go at once.
+         * @example {
+         *       "key": "refresh-user-42",
+         *       "mode": "drop",
+         *       "ttl_ms": 60000
+         *     }
+         */
+        DedupRequest: {
+            /** @description 1 to 128 of A-Z a-z 0-9 _ . : - */
+            key: string;
+            mode?: components["schemas"]["DedupMode"];
+            /**
+             * Format: int64
+             * @description How long the key stays held after its job's enqueue, even once the
+             *     job ended: 0 to 2592000000 (30 days); default 0.
+             */
+            ttl_ms?: number;
+        };
+        /**
          * @description Whether a request that Redis did not serve may have taken effect.
          * @enum {string}
          */
@@ -820,6 +846,7 @@ export interface components {
         EnqueueRequest: {
             /** @description Any JSON value, kept as sent; default `{}`. */
             args?: unknown;
+            dedup?: components["schemas"]["DedupRequest"] | null;
             /**
              * Format: int64
              * @description Keep the job scheduled (not claimable) this long; at most 30 days.
@@ -981,6 +1008,8 @@ export interface components {
             created?: boolean | null;
             /** @description When the job was dead-lettered (dead jobs only). */
             dead_at?: string | null;
+            /** @description The dedup key the job holds, until it lets it go; null otherwise. */
+            dedup_key?: string | null;
             enqueued_at: string;
             /**
              * @description When the job, not claimed by then, is no longer delivered (jobs
@@ -1003,6 +1032,12 @@ export interface components {
              */
             progress?: unknown;
             queue: string;
+            /**
+             * @description True when an enqueue with its dedup key (mode `replace`) gave the
+             *     waiting job its task, args, priority and delay (enqueue answers
+             *     only, when it did).
+             */
+            replaced?: boolean | null;
             /**
              * @description What the worker sent with its ack (completed jobs only; null when
              *     it sent none).

@@ -9,6 +9,8 @@ from .claim_request import ClaimRequest
 from .claim_response import ClaimResponse
 from .class_view import ClassView
 from .dead_jobs_page import DeadJobsPage
+from .dedup_mode import DedupMode
+from .dedup_request import DedupRequest
 from .effect import Effect
 from .enqueue_batch_request import EnqueueBatchRequest
 from .enqueue_request import EnqueueRequest
@@ -48,6 +50,8 @@ __all__ = (
     "ClaimResponse",
     "ClassView",
     "DeadJobsPage",
+    "DedupMode",
+    "DedupRequest",
     "Effect",
     "EnqueueBatchRequest",
     "EnqueueRequest",

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
 from ..models.on_expiry import OnExpiry
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.dedup_request import DedupRequest
+
 
 T = TypeVar("T", bound="EnqueueRequest")
 
@@ -22,6 +26,7 @@ class EnqueueRequest:
     Attributes:
         task (str): What the worker should do, 1 to 200 characters.
         args (Any | Unset): Any JSON value, kept as sent; default `{}`.
+        dedup (DedupRequest | None | Unset):
         delay_ms (int | Unset): Keep the job scheduled (not claimable) this long; at most 30 days.
         expires_in_ms (int | None | Unset): A job not claimed within this long is never delivered: 1 to
             2592000000 (30 days).
@@ -39,6 +44,7 @@ class EnqueueRequest:
 
     task: str
     args: Any | Unset = UNSET
+    dedup: DedupRequest | None | Unset = UNSET
     delay_ms: int | Unset = UNSET
     expires_in_ms: int | None | Unset = UNSET
     group: None | str | Unset = UNSET
@@ -49,9 +55,19 @@ class EnqueueRequest:
     retain_ms: int | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.dedup_request import DedupRequest  # noqa: PLC0415
+
         task = self.task
 
         args = self.args
+
+        dedup: dict[str, Any] | None | Unset
+        if isinstance(self.dedup, Unset):
+            dedup = UNSET
+        elif isinstance(self.dedup, DedupRequest):
+            dedup = self.dedup.to_dict()
+        else:
+            dedup = self.dedup
 
         delay_ms = self.delay_ms
 
@@ -104,6 +120,8 @@ class EnqueueRequest:
         )
         if args is not UNSET:
             field_dict["args"] = args
+        if dedup is not UNSET:
+            field_dict["dedup"] = dedup
         if delay_ms is not UNSET:
             field_dict["delay_ms"] = delay_ms
         if expires_in_ms is not UNSET:
@@ -125,10 +143,29 @@ class EnqueueRequest:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.dedup_request import DedupRequest  # noqa: PLC0415
+
         d = dict(src_dict)
         task = d.pop("task")
 
         args = d.pop("args", UNSET)
+
+        def _parse_dedup(data: object) -> DedupRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                dedup_type_0 = DedupRequest.from_dict(data)
+
+                return dedup_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DedupRequest | None | Unset, data)
+
+        dedup = _parse_dedup(d.pop("dedup", UNSET))
 
         delay_ms = d.pop("delay_ms", UNSET)
 
@@ -199,6 +236,7 @@ class EnqueueRequest:
         enqueue_request = cls(
             task=task,
             args=args,
+            dedup=dedup,
             delay_ms=delay_ms,
             expires_in_ms=expires_in_ms,
             group=group,

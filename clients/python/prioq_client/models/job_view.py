@@ -39,6 +39,7 @@ class JobView:
         completed_at (None | str | Unset): When the job was acked (completed jobs only).
         created (bool | None | Unset): Whether an enqueue added the job (enqueue answers only).
         dead_at (None | str | Unset): When the job was dead-lettered (dead jobs only).
+        dedup_key (None | str | Unset): The dedup key the job holds, until it lets it go; null otherwise.
         expires_at (None | str | Unset): When the job, not claimed by then, is no longer delivered (jobs
             enqueued with `expires_in_ms`, until they end; null otherwise).
         group (None | str | Unset): The job's group; null when it has none.
@@ -47,6 +48,9 @@ class JobView:
         lease_token (None | str | Unset):
         progress (Any | Unset): The latest progress its worker reported (with an extend), until the
             job ends; null until then.
+        replaced (bool | None | Unset): True when an enqueue with its dedup key (mode `replace`) gave the
+            waiting job its task, args, priority and delay (enqueue answers
+            only, when it did).
         result (Any | Unset): What the worker sent with its ack (completed jobs only; null when
             it sent none).
         run_at (None | str | Unset): When a scheduled job becomes claimable.
@@ -67,12 +71,14 @@ class JobView:
     completed_at: None | str | Unset = UNSET
     created: bool | None | Unset = UNSET
     dead_at: None | str | Unset = UNSET
+    dedup_key: None | str | Unset = UNSET
     expires_at: None | str | Unset = UNSET
     group: None | str | Unset = UNSET
     last_error: None | str | Unset = UNSET
     lease_expires_at: None | str | Unset = UNSET
     lease_token: None | str | Unset = UNSET
     progress: Any | Unset = UNSET
+    replaced: bool | None | Unset = UNSET
     result: Any | Unset = UNSET
     run_at: None | str | Unset = UNSET
     schedule: None | str | Unset = UNSET
@@ -119,6 +125,12 @@ class JobView:
         else:
             dead_at = self.dead_at
 
+        dedup_key: None | str | Unset
+        if isinstance(self.dedup_key, Unset):
+            dedup_key = UNSET
+        else:
+            dedup_key = self.dedup_key
+
         expires_at: None | str | Unset
         if isinstance(self.expires_at, Unset):
             expires_at = UNSET
@@ -150,6 +162,12 @@ class JobView:
             lease_token = self.lease_token
 
         progress = self.progress
+
+        replaced: bool | None | Unset
+        if isinstance(self.replaced, Unset):
+            replaced = UNSET
+        else:
+            replaced = self.replaced
 
         result = self.result
 
@@ -200,6 +218,8 @@ class JobView:
             field_dict["created"] = created
         if dead_at is not UNSET:
             field_dict["dead_at"] = dead_at
+        if dedup_key is not UNSET:
+            field_dict["dedup_key"] = dedup_key
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
         if group is not UNSET:
@@ -212,6 +232,8 @@ class JobView:
             field_dict["lease_token"] = lease_token
         if progress is not UNSET:
             field_dict["progress"] = progress
+        if replaced is not UNSET:
+            field_dict["replaced"] = replaced
         if result is not UNSET:
             field_dict["result"] = result
         if run_at is not UNSET:
@@ -275,6 +297,15 @@ class JobView:
 
         dead_at = _parse_dead_at(d.pop("dead_at", UNSET))
 
+        def _parse_dedup_key(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        dedup_key = _parse_dedup_key(d.pop("dedup_key", UNSET))
+
         def _parse_expires_at(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -321,6 +352,15 @@ class JobView:
         lease_token = _parse_lease_token(d.pop("lease_token", UNSET))
 
         progress = d.pop("progress", UNSET)
+
+        def _parse_replaced(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        replaced = _parse_replaced(d.pop("replaced", UNSET))
 
         result = d.pop("result", UNSET)
 
@@ -381,12 +421,14 @@ class JobView:
             completed_at=completed_at,
             created=created,
             dead_at=dead_at,
+            dedup_key=dedup_key,
             expires_at=expires_at,
             group=group,
             last_error=last_error,
             lease_expires_at=lease_expires_at,
             lease_token=lease_token,
             progress=progress,
+            replaced=replaced,
             result=result,
             run_at=run_at,
             schedule=schedule,
