@@ -4,7 +4,8 @@
 --
 -- lua/lib/ holds the parts every function shares, by subject, in the
 -- order they load: layout (this file), record, meta, fair (the fair order,
--- caps and rates), transitions, pages; then the parts of `exchange` (ack,
+-- caps and rates), dedup (who holds a dedup key), transitions, pages; then
+-- the parts of `exchange` (ack,
 -- enqueue, claim). lua/ holds one file per function. The loader
 -- (src/queue/store/library.rs) puts `#!lua name=prioq_<version>`, `local
 -- VERSION = '<version>'` and the generated tables (each function's keys,
@@ -45,6 +46,12 @@
 --   expiry:due zset   id -> its deadline (ms), for those of them waiting
 --                     (pending or scheduled): a claim and a sweep move
 --                     the jobs whose deadline has come out from its front
+--   dedup      hash   dedup key -> "<until ms>:<owner id>": the job that
+--                     holds the key, and until when it holds it even once
+--                     it ended (its enqueue + ttl_ms; see lib/dedup.lua)
+--   dedup:of   hash   id -> the key it holds, while it holds one
+--   dedup:until zset  key -> its until, for keys whose job ended before
+--                     then: the sweeper lets them go
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -67,6 +74,7 @@
 --                       ending need not look there when it is empty
 --                     expiring: the entries in `expiry`, so that calls
 --                       on a queue without any need not look there
+--                     keyed: the entries in `dedup:of`, likewise
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
 --                     g:<group>: the named group's rate limit bucket,
