@@ -5,8 +5,8 @@
 -- lua/lib/ holds the parts every function shares, by subject, in the
 -- order they load: layout (this file), record, meta, fair (the fair order,
 -- caps and rates), dedup (who holds a dedup key), transitions, pages; then
--- the parts of `exchange` (ack,
--- enqueue, claim). lua/ holds one file per function. The loader
+-- the parts of `exchange` (ack, enqueue, claim). lua/ holds one file per
+-- function. The loader
 -- (src/queue/store/library.rs) puts `#!lua name=prioq_<version>`, `local
 -- VERSION = '<version>'` and the generated tables (each function's keys,
 -- the settings) in front of them, and loads the whole once per Redis
