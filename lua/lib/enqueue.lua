@@ -98,6 +98,7 @@ end
 -- out.
 local function take_requests(c, argv, requests, first, last, known, w, now)
   local fresh, order, d = {}, {}, nil
+  local prios, groups, arrivals = {}, {}, {}
   for r = first, last do
     local request = requests[r]
     for i = 0, request.count - 1 do
@@ -110,17 +111,25 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         if argv[base + 9] == '' or not dedupe(c, argv, base, d, w.owners or NONE, now) then
           fresh[id] = base
           order[#order + 1] = base
+          if argv[base + 2] == '0' then
+            prios[#prios + 1], groups[#groups + 1] = int_of(argv[base + 1]), argv[base + 4]
+            arrivals[#prios] = tonumber(argv[base + 7])
+          end
         end
       end
     end
   end
   local source = d and d.source or NONE
-  local prios, groups, arrivals = {}, {}, {}
-  for _, base in ipairs(order) do
-    local from = source[base] or base
-    if argv[from + 2] == '0' then
-      prios[#prios + 1], groups[#groups + 1] = int_of(argv[from + 1]), argv[base + 4]
-      arrivals[#prios] = tonumber(argv[base + 7])
+  if next(source) then
+    -- A job made here took a later entry's priority and delay: its tag
+    -- is of that priority, or it takes none.
+    prios, groups, arrivals = {}, {}, {}
+    for _, base in ipairs(order) do
+      local from = source[base] or base
+      if argv[from + 2] == '0' then
+        prios[#prios + 1], groups[#groups + 1] = int_of(argv[from + 1]), argv[base + 4]
+        arrivals[#prios] = tonumber(argv[base + 7])
+      end
     end
   end
   for _, owner in ipairs(d and d.replaces or NONE) do

@@ -301,6 +301,7 @@ local function ack_all(c, argv, first, last, now)
   local leases = redis.call('HMGET', q.leases, unpack(ids))
   -- `acked[id]`: the token of a job completed here, false for one deleted.
   local statuses, acked, ending, gone, kept = {}, {}, {}, {}, {}
+  local keyed = number(c, 'keyed') > 0
   for i, id in ipairs(ids) do
     local lease, token = leases[i], argv[first + 3 * i - 2]
     -- Acked earlier in this call: completed, or gone.
@@ -314,7 +315,7 @@ local function ack_all(c, argv, first, last, now)
         ending[#ending + 1] = id
         -- A job whose dedup key is still held is kept completed until
         -- the key is let go.
-        local held = number(c, 'keyed') > 0 and held_for(c, id, now)
+        local held = keyed and held_for(c, id, now)
         if held and (mark or 0) < held then mark = held end
         if mark then
           acked[id] = token
