@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue};
 
+use connection::RedisConnection;
 pub use connection::{RedisPool, RedisSettings};
 use library::LIBRARY;
 
@@ -134,8 +135,12 @@ impl Redis {
     ) -> Result<(T, Option<Duration>)> {
         let first_sent = tokio::time::Instant::now();
         let (mut unsent, mut resent) = (0, false);
+        // Every try goes by the same connection: one found broken (Redis
+        // was away) is being made again, and the next try waits for that
+        // rather than find the next connection broken too.
+        let mut conn = None;
         loop {
-            let error = match self.send(&call.cmd).await {
+            let error = match self.send(&mut conn, &call.cmd).await {
                 Ok(value) => {
                     let resent = resent.then(|| first_sent.elapsed());
                     return Ok((T::from_redis_value(resp2(value))?, resent));
@@ -157,13 +162,21 @@ impl Redis {
 
     /// Sends `cmd` (an `FCALL`); when the function is missing there (a
     /// fresh Redis, a failover), loads the library and sends it once more.
-    async fn send(&self, cmd: &Cmd) -> redis::RedisResult<redis::Value> {
-        let mut conn = self.pool.get().await?;
-        match cmd.query_async(&mut conn).await {
+    /// `conn` is the connection to send by, taken from the pool when none.
+    async fn send(
+        &self,
+        conn: &mut Option<RedisConnection>,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<redis::Value> {
+        let conn = match conn {
+            Some(conn) => conn,
+            None => conn.insert(self.pool.get().await?),
+        };
+        match cmd.query_async(conn).await {
             Err(error) if library::is_function_missing(&error) => {
-                LIBRARY.load_command().query_async::<()>(&mut conn).await?;
+                LIBRARY.load_command().query_async::<()>(conn).await?;
                 tracing::info!(library = LIBRARY.name(), "loaded the Redis functions");
-                cmd.query_async(&mut conn).await
+                cmd.query_async(conn).await
             }
             other => other,
         }

@@ -123,3 +123,45 @@ async fn while_redis_is_down_a_refusal_says_no_effect_and_readiness_comes_back()
         .collect();
     assert_eq!(failed, Vec::new(), "after /readyz was 200 again");
 }
+
+/// prioq started while Redis is down, refusing requests (every pooled
+/// connection tried and found broken), then Redis up: the very first
+/// request once Redis answers is served, not refused by a connection that
+/// was still broken from before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_once_redis_answers_is_served() {
+    let data = TempDir::new("edges-back");
+    let port = RedisServer::start_in(&data.path, FLAGS).port;
+    let mut config = test_config();
+    config.redis_url = format!("redis://127.0.0.1:{port}");
+    config.redis_timeout_ms = 500;
+    // No sweep meanwhile: nothing but the requests below tries Redis.
+    config.sweep_interval_ms = 3_600_000;
+    let app = spawn_app_with(config).await;
+    // As many refused requests as the pool has connections, and more.
+    for n in 0..(2 * app.config.redis_pool_size) {
+        let refused = app
+            .post(
+                app.queue_url("q", "/jobs"),
+                json!({"task": "t", "id": format!("down-{n}")}),
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{refused:?}"
+        );
+    }
+    // Down a while longer: the connections' own attempts to come back
+    // have given up by then.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _server = RedisServer::spawn(port, &data.path, FLAGS);
+    for round in 0..3 {
+        let failed: Vec<_> = one_of_each(&app, round)
+            .await
+            .into_iter()
+            .filter(|(_, status)| status.is_server_error())
+            .collect();
+        assert_eq!(failed, Vec::new(), "round {round} once Redis answers");
+    }
+}
