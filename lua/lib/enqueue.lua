@@ -90,6 +90,15 @@ local function dedupe(c, argv, base, d, made, now)
   return false
 end
 
+-- Notes the class, group and arrival of a job that is to take a tag: one
+-- whose delay (the entry at `from`'s) is 0, of the priority of the entry
+-- at `from`, of `group`, with the arrival of the entry at `base`.
+local function want_tag(argv, from, base, group, prios, groups, arrivals)
+  if argv[from + 2] ~= '0' then return end
+  prios[#prios + 1], groups[#groups + 1] = int_of(argv[from + 1]), group
+  arrivals[#prios] = tonumber(argv[base + 7])
+end
+
 -- Takes the new jobs of requests first..last as one: their tags at once,
 -- then their records and places in `w` (created ids, records, pending's
 -- and scheduled's adds, expiry's entries and expiry:due's adds, dedup's
@@ -111,10 +120,7 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         if argv[base + 9] == '' or not dedupe(c, argv, base, d, w.owners or NONE, now) then
           fresh[id] = base
           order[#order + 1] = base
-          if argv[base + 2] == '0' then
-            prios[#prios + 1], groups[#groups + 1] = int_of(argv[base + 1]), argv[base + 4]
-            arrivals[#prios] = tonumber(argv[base + 7])
-          end
+          want_tag(argv, base, base, argv[base + 4], prios, groups, arrivals)
         end
       end
     end
@@ -125,19 +131,12 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
     -- is of that priority, or it takes none.
     prios, groups, arrivals = {}, {}, {}
     for _, base in ipairs(order) do
-      local from = source[base] or base
-      if argv[from + 2] == '0' then
-        prios[#prios + 1], groups[#groups + 1] = int_of(argv[from + 1]), argv[base + 4]
-        arrivals[#prios] = tonumber(argv[base + 7])
-      end
+      want_tag(argv, source[base] or base, base, argv[base + 4], prios, groups, arrivals)
     end
   end
   for _, owner in ipairs(d and d.replaces or NONE) do
     local replacing = d.replacing[owner]
-    if argv[replacing.base + 2] == '0' then
-      prios[#prios + 1], groups[#groups + 1] = int_of(argv[replacing.base + 1]), replacing.job.group or ''
-      arrivals[#prios] = tonumber(argv[replacing.base + 7])
-    end
+    want_tag(argv, replacing.base, replacing.base, replacing.job.group or '', prios, groups, arrivals)
   end
   local tags = take_tags(c, prios, groups, arrivals)
   if not tags then return false end

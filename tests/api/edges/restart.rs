@@ -49,6 +49,18 @@ async fn one_of_each(app: &TestApp, round: usize) -> Vec<(String, StatusCode)> {
     statuses
 }
 
+/// `rounds` rounds of `one_of_each`, none answered with a 5xx.
+async fn all_served(app: &TestApp, rounds: usize, when: &str) {
+    for round in 0..rounds {
+        let failed: Vec<_> = one_of_each(app, round)
+            .await
+            .into_iter()
+            .filter(|(_, status)| status.is_server_error())
+            .collect();
+        assert_eq!(failed, Vec::new(), "round {round} {when}");
+    }
+}
+
 /// Fills the instance's pool: concurrent requests each hold a connection.
 async fn warm(app: &TestApp) {
     let enqueues =
@@ -72,14 +84,7 @@ async fn a_quiet_restart_costs_the_next_requests_nothing() {
     let _server = RedisServer::spawn(port, &data.path, FLAGS);
     // The contract's allowance: from a second after Redis answers again.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    for round in 0..3 {
-        let failed: Vec<_> = one_of_each(&app, round)
-            .await
-            .into_iter()
-            .filter(|(_, status)| status.is_server_error())
-            .collect();
-        assert_eq!(failed, Vec::new(), "round {round} after the restart");
-    }
+    all_served(&app, 3, "after the restart").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,12 +121,7 @@ async fn while_redis_is_down_a_refusal_says_no_effect_and_readiness_comes_back()
         app.get(app.url("/readyz")).await.status == StatusCode::OK
     })
     .await;
-    let failed: Vec<_> = one_of_each(&app, 0)
-        .await
-        .into_iter()
-        .filter(|(_, status)| status.is_server_error())
-        .collect();
-    assert_eq!(failed, Vec::new(), "after /readyz was 200 again");
+    all_served(&app, 1, "after /readyz was 200 again").await;
 }
 
 /// prioq started while Redis is down, refusing requests (every pooled
@@ -156,12 +156,5 @@ async fn the_first_request_once_redis_answers_is_served() {
     // have given up by then.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let _server = RedisServer::spawn(port, &data.path, FLAGS);
-    for round in 0..3 {
-        let failed: Vec<_> = one_of_each(&app, round)
-            .await
-            .into_iter()
-            .filter(|(_, status)| status.is_server_error())
-            .collect();
-        assert_eq!(failed, Vec::new(), "round {round} once Redis answers");
-    }
+    all_served(&app, 3, "once Redis answers").await;
 }
