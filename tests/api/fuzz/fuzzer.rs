@@ -176,6 +176,13 @@ impl Fuzzer {
             "max_attempts": 5,
             "group": "tenant-1",
             "retain_ms": 600_000,
+            "expires_in_ms": 600_000,
+            "on_expiry": "drop",
+            "dedup": {
+                "key": format!("key-{}", n % 7),
+                "ttl_ms": 1000,
+                "mode": if n % 2 == 0 { "drop" } else { "replace" },
+            },
         })
     }
 
