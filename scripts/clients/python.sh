@@ -56,9 +56,15 @@ python_generator_pins=(
 # The client's dependencies in .prioq/venv-clients, and the build backend
 # its pyproject.toml names (poetry-core): the client then installs with no
 # build isolation, so with nothing left to chance and no download.
+# OpenTelemetry's API and SDK too: the worker helper's spans are tested
+# with the SDK's in-memory exporter (tests/e2e/worker_spans.py); the
+# client needs neither.
 python_client_pins=(
   "${python_http_pins[@]}"
   poetry-core==2.5.0
+  opentelemetry-api==1.45.2
+  opentelemetry-sdk==1.45.2
+  opentelemetry-semantic-conventions==0.66b2
 )
 
 # Makes the virtual environment $1 (with Python 3.11 or later: the

@@ -39,10 +39,19 @@ any other answer that retrying cannot change (4xx).
 The worker prints nothing: it logs each step to the logger
 "prioq_client.worker" (claims and acks at INFO, lost leases, failures and
 back-offs at WARNING), one line per step, e.g. `acked order-1234`.
+
+With OpenTelemetry in the worker's environment (`pip install
+opentelemetry-api`, and an SDK set up to export), each job's task runs in a
+consumer span `process {queue}`, current while the task runs: on the job's
+first delivery a child of the trace its enqueue came with (the job's
+`trace`), on a later delivery the root of a new trace linked to it. A task
+that raises marks its span failed. Without OpenTelemetry, nothing of it is
+imported or done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -52,7 +61,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from http import HTTPStatus
 from typing import Any, Callable, cast
@@ -264,10 +273,11 @@ class Worker:
         error: str | None = None
         result: Any = None
         try:
-            task = self.tasks.get(job.task)
-            if task is None:
-                raise LookupError(f"no task named {job.task!r} in this worker")
-            result = task(job.args, beat.report)
+            with _process_span(self.queue, job):
+                task = self.tasks.get(job.task)
+                if task is None:
+                    raise LookupError(f"no task named {job.task!r} in this worker")
+                result = task(job.args, beat.report)
         except Exception as failure:  # whatever the task raises fails the job
             error = f"{type(failure).__name__}: {failure}"
         finally:
@@ -341,6 +351,64 @@ class Worker:
             if left <= 0:
                 return
             self._wait(left)
+
+
+_otel: Any = None  # OpenTelemetry's trace API once looked for: False when it is not installed
+
+
+def _opentelemetry() -> Any:
+    """OpenTelemetry's trace API and W3C propagator, or None when it is not installed."""
+    global _otel
+    if _otel is None:
+        try:
+            from opentelemetry import trace  # noqa: PLC0415
+            from opentelemetry.trace.propagation.tracecontext import (  # noqa: PLC0415
+                TraceContextTextMapPropagator,
+            )
+
+            _otel = (trace, TraceContextTextMapPropagator())
+        except ImportError:
+            _otel = False
+    return _otel or None
+
+
+@contextlib.contextmanager
+def _process_span(queue: str, job: JobView) -> Iterator[None]:
+    """Runs its block in the job's consumer span `process {queue}` when OpenTelemetry is
+    installed: a child of the job's trace on its first delivery (attempts 0), the root of
+    a new trace linked to it on later ones."""
+    otel = _opentelemetry()
+    if otel is None:
+        yield
+        return
+    from opentelemetry.context import Context  # noqa: PLC0415
+
+    trace, propagator = otel
+    carrier = {}
+    if job.trace:
+        carrier["traceparent"] = job.trace.traceparent
+        if isinstance(job.trace.tracestate, str):
+            carrier["tracestate"] = job.trace.tracestate
+    enqueued = trace.get_current_span(propagator.extract(carrier, context=Context())).get_span_context()
+    parent, links = Context(), []
+    if enqueued.is_valid and job.attempts == 0:
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(enqueued), Context())
+    elif enqueued.is_valid:
+        links = [trace.Link(enqueued)]
+    attributes = {
+        "messaging.system": "prioq",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": queue,
+        "messaging.message.id": job.id,
+        "prioq.job.task": job.task,
+        "prioq.job.attempts": job.attempts,
+    }
+    tracer = trace.get_tracer("prioq_client.worker")
+    with tracer.start_as_current_span(
+        f"process {queue}", context=parent, kind=trace.SpanKind.CONSUMER, links=links, attributes=attributes
+    ):
+        yield
 
 
 @attrs.define(frozen=True)
