@@ -20,6 +20,7 @@ typescript_hand_written=(
   src/node.ts
   src/worker.ts
   test/worker.test.mjs
+  test/spans.test.mjs
 )
 
 typescript_package="$prioq_root/clients/typescript"

@@ -3,6 +3,8 @@
 // the job with its next claim or nacks it with the error. Only fetch,
 // AbortController and timers: it runs in browsers as well as in Node.js.
 
+import type * as Otel from '@opentelemetry/api';
+
 import type { PrioqClient } from './index.js';
 import type { components } from './schema.js';
 
@@ -272,7 +274,7 @@ export class Worker {
     try {
       const task = this.#tasks.get(job.task);
       if (!task) throw new Error(`no task named ${JSON.stringify(job.task)} in this worker`);
-      result = await task(job.args, report, job);
+      result = await withProcessSpan(this.queue, job, () => task(job.args, report, job));
       // Throws here, failing the job, rather than in each resend of the
       // claim that would carry it.
       JSON.stringify(result);
@@ -430,4 +432,66 @@ function backoffMs(failures: number): number {
 /** How long a failed job waits before it is claimable again: 1 s, 2 s, 4 s ... 1 min. */
 function retryDelayMs(attempts: number): number {
   return Math.min(1000 * 2 ** attempts, 60000);
+}
+
+/** The module name of OpenTelemetry's API, imported only when it is there. */
+const OPENTELEMETRY = '@opentelemetry/api';
+let opentelemetry: Promise<typeof Otel | undefined> | undefined;
+
+/**
+ * Runs `run` in the job's consumer span `process {queue}` when OpenTelemetry's
+ * API can be imported (without it, just runs it): a child of the trace the
+ * job's enqueue came with on its first delivery (attempts 0), the root of a
+ * new trace linked to it on later ones, a root span for a job without one.
+ * The span is active while the task runs, and failed when it throws.
+ */
+async function withProcessSpan<T>(queue: string, job: JobView, run: () => T | Promise<T>): Promise<T> {
+  // A module name in a variable: bundlers and TypeScript leave it to run time.
+  opentelemetry ??= import(OPENTELEMETRY).then(
+    (api: typeof Otel) => api,
+    () => undefined,
+  );
+  const api = await opentelemetry;
+  if (!api) return run();
+  const enqueued = spanContextOf(api, job.trace);
+  let parent = api.ROOT_CONTEXT;
+  const links: Otel.Link[] = [];
+  if (enqueued && job.attempts === 0) parent = api.trace.setSpanContext(api.ROOT_CONTEXT, enqueued);
+  else if (enqueued) links.push({ context: enqueued });
+  const attributes = {
+    'messaging.system': 'prioq',
+    'messaging.operation.type': 'process',
+    'messaging.operation.name': 'process',
+    'messaging.destination.name': queue,
+    'messaging.message.id': job.id,
+    'prioq.job.task': job.task,
+    'prioq.job.attempts': job.attempts,
+  };
+  const tracer = api.trace.getTracer('prioq-client/worker');
+  const options = { kind: api.SpanKind.CONSUMER, links, attributes };
+  return tracer.startActiveSpan(`process ${queue}`, options, parent, async (span) => {
+    try {
+      return await run();
+    } catch (error) {
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({ code: api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** The span context of a job's W3C `traceparent` (version 00), or undefined. */
+function spanContextOf(api: typeof Otel, trace: JobView['trace']): Otel.SpanContext | undefined {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(trace?.traceparent ?? '');
+  if (!match) return undefined;
+  const context: Otel.SpanContext = {
+    traceId: match[1],
+    spanId: match[2],
+    traceFlags: Number.parseInt(match[3], 16),
+    isRemote: true,
+  };
+  if (trace?.tracestate) context.traceState = api.createTraceState(trace.tracestate);
+  return api.isSpanContextValid(context) ? context : undefined;
 }
