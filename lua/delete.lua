@@ -3,7 +3,7 @@
 -- job; a dedup key the job holds is let go at once.
 -- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
 --   completed, results, progress, expiry, expiry:due,
---   dedup, dedup:of, dedup:until
+--   dedup, dedup:of, dedup:until, cancels
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
@@ -30,6 +30,7 @@ redis.register_function{
       take_out(c, id, record)
     end
     redis.call('HDEL', q.jobs, id)
+    forget_cancels(c, {id})
     ended(c, {id}, now_ms(), true)
     settle(c)
     return 1

@@ -7,7 +7,7 @@
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
 --   schedules:runs, schedules:owed, schedules:paid, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until
+--   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
 --   'unmark' or 'drop'
 -- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the

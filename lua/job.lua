@@ -1,6 +1,6 @@
 -- job: reads one job in any state.
 -- KEYS: scheduled, processing, dead, jobs, leases, completed, results,
---   progress, expiry, dedup:of
+--   progress, expiry, dedup:of, cancels
 -- ARGV[1] id
 -- Returns: the job's view, or nil when it is unknown.
 -- Errors: none; every outcome is in the reply.

@@ -17,7 +17,7 @@
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
 --   schedules:owed, claims, claims:until, expiry, expiry:due,
---   dedup, dedup:of, dedup:until
+--   dedup, dedup:of, dedup:until, cancels
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -49,6 +49,7 @@ redis.register_function{
       redis.call('HDEL', q.results, unpack(purged))
       redis.call('HDEL', q.leases, unpack(purged))
       redis.call('HDEL', q.jobs, unpack(purged))
+      forget_cancels(c, purged)
     end
     release_due(c, now, batch)
 

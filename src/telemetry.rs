@@ -53,6 +53,9 @@ pub const JOBS_DEDUPLICATED: &str = "prioq_jobs_deduplicated_total";
 /// Waiting jobs that took a later enqueue's task, args, priority and
 /// delay by their dedup key (mode `replace`).
 pub const JOBS_REPLACED: &str = "prioq_jobs_replaced_total";
+/// Cancels this instance took (of waiting jobs, ended at once, and of
+/// processing jobs, told to stop), repeats included.
+pub const JOBS_CANCELLED: &str = "prioq_jobs_cancelled_total";
 /// Requests of this instance queued for their queue's next batched call.
 pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
 /// Batched calls this instance sent to Redis.
@@ -63,7 +66,7 @@ pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 pub const JOB_WAITS: &str = "prioq_job_waits";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
-pub(crate) const QUEUE_COUNTERS: [&str; 9] = [
+pub(crate) const QUEUE_COUNTERS: [&str; 10] = [
     JOBS_ENQUEUED,
     JOBS_CLAIMED,
     JOBS_ACKED,
@@ -73,6 +76,7 @@ pub(crate) const QUEUE_COUNTERS: [&str; 9] = [
     JOBS_EXPIRED,
     JOBS_DEDUPLICATED,
     JOBS_REPLACED,
+    JOBS_CANCELLED,
 ];
 
 /// The HTTP request-duration histogram.

@@ -25,6 +25,30 @@ local function ended(c, ids, now, removed)
   c.ended_at = now
 end
 
+-- Forgets the cancels asked of jobs `ids`, gone now.
+local function forget_cancels(c, ids)
+  if number(c, 'cancelling') > 0 then
+    add(c, 'cancelling', -redis.call('HDEL', c.q.cancels, unpack(ids)))
+  end
+end
+
+-- Ends job `id` (its record `record`), out of where it was, cancelled at
+-- `now`: kept, `cancelled`, for its retention (its `cancels` entry and an
+-- empty result, in `completed` like a completed job), or removed with its
+-- cancel when it has none.
+local function end_cancelled(c, id, record, now)
+  local q, retain = c.q, retain_of(record)
+  if retain > 0 then
+    if redis.call('HSETNX', q.cancels, id, ':') == 1 then add(c, 'cancelling', 1) end
+    redis.call('ZADD', q.completed, ms(now + retain), id)
+    redis.call('HSET', q.results, id, ms(now) .. ':')
+  else
+    redis.call('HDEL', q.jobs, id)
+    forget_cancels(c, {id})
+  end
+  ended(c, {id}, now, retain == 0)
+end
+
 -- A number as `meta` keeps it: whole ones as integers (a quicker
 -- conversion), tags with a fraction exactly.
 local function number_text(n)
@@ -218,20 +242,21 @@ end
 -- The reply for one job, in any state, as the Rust side parses it: {id,
 -- record, state, state time (run_at, lease deadline, dead_at or
 -- completed_at), lease entry, progress, result of a completed job ('' for
--- none), `expiry` entry, the dedup key it holds}; false for each part the
--- job does not have.
-local function job_reply(id, record, state, at, lease, progress, result, expiry, key)
+-- none), `expiry` entry, the dedup key it holds, its `cancels` entry};
+-- false for each part the job does not have.
+local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel)
   return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false,
-    key or false}
+    key or false, cancel or false}
 end
 
 -- The reply for one job (see job_reply), read from wherever it is. Needs
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
--- q.results, q.progress, q.expiry and q.dedup_of.
+-- q.results, q.progress, q.expiry, q.dedup_of and q.cancels.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
   local state, at, result = 'pending', false, false
+  local cancel = redis.call('HGET', q.cancels, id)
   local member_score = redis.call('ZSCORE', q.processing, id)
   if member_score then
     state, at = 'processing', member_score
@@ -244,13 +269,13 @@ local function view(q, id)
       if member_score then
         state, at = 'dead', member_score
       elseif redis.call('ZSCORE', q.completed, id) then
-        state = 'completed'
+        state = cancel and 'cancelled' or 'completed'
         at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
       end
     end
   end
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
-    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id))
+    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel)
 end
 
 -- The token of a `leases` entry.
@@ -344,6 +369,7 @@ local function ack_all(c, argv, first, last, now)
     if #gone > 0 then
       redis.call('HDEL', q.leases, unpack(gone))
       redis.call('HDEL', q.jobs, unpack(gone))
+      forget_cancels(c, gone)
     end
     if #kept > 0 then
       local until_, results, marks = {}, {}, {}
@@ -376,6 +402,16 @@ end
 -- was written).
 local function end_lease(c, id, now, delay, bury, prio, error)
   local q = c.q
+  if number(c, 'cancelling') > 0 and redis.call('HEXISTS', q.cancels, id) == 1 then
+    local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+    local record = redis.call('HGET', q.jobs, id)
+    redis.call('ZREM', q.processing, id)
+    redis.call('HDEL', q.leases, id)
+    leave_processing(c, group_of(record))
+    end_cancelled(c, id, record, now)
+    if in_flight then wake_if_slot_freed(c, in_flight) end
+    return 'cancelled'
+  end
   local job = decode(redis.call('HGET', q.jobs, id))
   job.attempts = job.attempts + 1
   if prio then job.prio = prio end

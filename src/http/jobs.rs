@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, ApiQuery, JsonBody, objects};
+use super::extract::{ApiPath, ApiQuery, JsonBody, OptionalJsonBody, objects};
 use super::params::{JobPath, QueuePath, is_job_id};
 use crate::otel::{self, TraceHeaders};
 use crate::queue::{Dedup, Enqueued, Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
@@ -25,6 +25,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(enqueue))
         .routes(routes!(enqueue_batch))
         .routes(routes!(job, delete_job))
+        .routes(routes!(cancel))
 }
 
 const MAX_TASK_CHARS: usize = 200;
@@ -316,6 +317,8 @@ pub enum StateName {
     Dead,
     /// Acked, and kept with its result until its retention ends.
     Completed,
+    /// Ended by a cancel; kept until its retention ends.
+    Cancelled,
 }
 
 /// A job, as every endpoint that returns one shows it.
@@ -351,11 +354,12 @@ pub struct JobView {
     /// job ends; null until then.
     #[schema(value_type = Option<Value>)]
     pub progress: Option<Box<RawValue>>,
-    /// When the job was acked (completed jobs only).
+    /// When the job was acked or cancelled (completed and cancelled jobs
+    /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
-    /// What the worker sent with its ack (completed jobs only; null when
-    /// it sent none).
+    /// What the worker sent with its ack (completed jobs, and cancelled
+    /// jobs that were acked; null when it sent none).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
     pub result: Option<Option<Box<RawValue>>>,
@@ -364,8 +368,14 @@ pub struct JobView {
     pub expires_at: Option<String>,
     /// The W3C trace context its enqueue came with; null when none.
     pub trace: Option<TraceView>,
-    /// The dedup key the job holds, until it lets it go; null otherwise.
+    /// The dedup key the job holds, until it lets it go; null otherwise
+    /// (and in a claim's answer).
     pub dedup_key: Option<String>,
+    /// True while a processing job has been asked to stop by a cancel: its
+    /// worker should stop; the job ends `cancelled` with its lease.
+    pub cancel_requested: bool,
+    /// The reason its cancel gave; null when none.
+    pub cancel_reason: Option<String>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -408,6 +418,7 @@ impl JobView {
                 JobState::Processing => StateName::Processing,
                 JobState::Dead => StateName::Dead,
                 JobState::Completed => StateName::Completed,
+                JobState::Cancelled => StateName::Cancelled,
             },
             attempts: job.attempts,
             max_attempts: job.max_attempts,
@@ -420,7 +431,10 @@ impl JobView {
             dead_at: job.dead_at_ms.map(timestamp),
             progress: job.progress,
             completed_at: job.completed_at_ms.map(timestamp),
-            result: (job.state == JobState::Completed).then_some(job.result),
+            result: matches!(job.state, JobState::Completed | JobState::Cancelled)
+                .then_some(job.result),
+            cancel_requested: job.state == JobState::Processing && job.cancel.is_some(),
+            cancel_reason: job.cancel.filter(|reason| !reason.is_empty()),
             expires_at: job.expires_at_ms.map(timestamp),
             trace: job.trace.map(|trace| TraceView {
                 traceparent: trace.traceparent,
@@ -628,4 +642,57 @@ pub async fn delete_job(
             other => other,
         })?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Why a job is cancelled; the body may be left out.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "the customer closed the order"}))]
+pub struct CancelRequest {
+    /// Shown as the job's `cancel_reason`; at most 2000 characters.
+    #[schema(max_length = 2000)]
+    reason: Option<String>,
+}
+
+/// Cancel a job.
+///
+/// A `pending`, `scheduled` or `waiting` job becomes `cancelled` at once:
+/// kept for its retention, else removed. A `processing` job gains
+/// `cancel_requested: true` (its extends answer it, so its worker can
+/// stop) and ends `cancelled` on its ack (its result kept), its nack (no
+/// retry) or its lease's end (never delivered again). Repeating a cancel
+/// answers 200 again; a `completed` or `dead` job is 409 `conflict`.
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/jobs/{id}/cancel", tag = "jobs",
+    params(JobPath),
+    request_body(content = CancelRequest, description = "May be left out"),
+    responses(
+        (status = 200, description = "The job: cancelled, or processing with `cancel_requested`", body = JobView),
+    )
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<JobPath>,
+    OptionalJsonBody(request): OptionalJsonBody<CancelRequest>,
+) -> Result<axum::Json<JobView>> {
+    if request
+        .reason
+        .as_ref()
+        .is_some_and(|reason| reason.chars().count() > 2000)
+    {
+        return Err(ApiError::validation(
+            "reason",
+            "must be at most 2000 characters",
+        ));
+    }
+    let queue = path.queue.as_str();
+    let job = state
+        .broker
+        .cancel(queue, path.id.as_str(), request.reason.as_deref())
+        .await
+        .map_err(|error| match ApiError::from(error) {
+            ApiError::Conflict(_) => ApiError::Conflict("the job is completed or dead".into()),
+            other => other,
+        })?;
+    Ok(axum::Json(JobView::new(queue, job)))
 }

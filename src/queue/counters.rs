@@ -61,6 +61,7 @@ pub(crate) struct QueueCounters {
     pub(crate) expired: QueueMetric<Counter>,
     pub(crate) deduplicated: QueueMetric<Counter>,
     pub(crate) replaced: QueueMetric<Counter>,
+    pub(crate) cancelled: QueueMetric<Counter>,
 }
 
 impl QueueCounters {
@@ -75,6 +76,7 @@ impl QueueCounters {
             expired: QueueMetric::new(telemetry::JOBS_EXPIRED, queue),
             deduplicated: QueueMetric::new(telemetry::JOBS_DEDUPLICATED, queue),
             replaced: QueueMetric::new(telemetry::JOBS_REPLACED, queue),
+            cancelled: QueueMetric::new(telemetry::JOBS_CANCELLED, queue),
         }
     }
 }

@@ -15,6 +15,8 @@ pub enum JobState {
     Dead,
     /// Acked, and kept with its result until its retention ends.
     Completed,
+    /// Ended by a cancel, and kept until its retention ends.
+    Cancelled,
 }
 
 /// A job's current lease.
@@ -55,6 +57,9 @@ pub struct Job {
     pub expires_at_ms: Option<i64>,
     /// The dedup key the job holds, until it lets it go.
     pub dedup_key: Option<String>,
+    /// The reason of the cancel asked of it (`Some("")` for none given):
+    /// a processing job's, or a cancelled job's.
+    pub cancel: Option<String>,
     pub trace: Option<TraceHeaders>,
 }
 
@@ -81,13 +86,15 @@ impl Job {
             lease,
             last_error: record.last_error.map(str::to_owned),
             dead_at_ms: at_ms.filter(|_| state == JobState::Dead),
-            completed_at_ms: at_ms.filter(|_| state == JobState::Completed),
+            completed_at_ms: at_ms
+                .filter(|_| matches!(state, JobState::Completed | JobState::Cancelled)),
             result: None,
             progress: None,
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
             expires_at_ms: None,
             dedup_key: None,
+            cancel: None,
             trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
                 traceparent: traceparent.to_owned(),
                 tracestate: tracestate.to_owned(),
@@ -103,7 +110,7 @@ pub(crate) fn expires_at(entry: &str) -> Option<i64> {
 }
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result, expiry, dedup key}` (see `view` in
+/// progress, result, expiry, dedup key, cancels entry}` (see `view` in
 /// `lua/lib/transitions.lua`).
 type RawView = (
     String,
@@ -115,11 +122,12 @@ type RawView = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, progress, result, expiry, dedup_key) =
+        let (id, record, state, at, lease, progress, result, expiry, dedup_key, cancel) =
             RawView::from_redis_value(v)?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
@@ -128,6 +136,8 @@ impl FromRedisValue for Job {
         job.result = json(result).transpose().map_err(|e| e.to_string())?;
         job.expires_at_ms = expiry.as_deref().and_then(expires_at);
         job.dedup_key = dedup_key;
+        // `:reason`, the reason empty when none was given.
+        job.cancel = cancel.map(|entry| entry.strip_prefix(':').unwrap_or(&entry).to_owned());
         Ok(job)
     }
 }
@@ -147,6 +157,7 @@ fn decode_view(
         "processing" => JobState::Processing,
         "dead" => JobState::Dead,
         "completed" => JobState::Completed,
+        "cancelled" => JobState::Cancelled,
         _ => return None,
     };
     let lease = match (state, lease) {

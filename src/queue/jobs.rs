@@ -109,6 +109,7 @@ impl NewJob {
                 .expiry
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
             dedup_key: self.dedup.map(|dedup| dedup.key),
+            cancel: None,
             trace: self.trace,
         }
     }
@@ -487,7 +488,10 @@ impl Broker {
             return Ok(job);
         };
         loop {
-            let ended = matches!(job.state, JobState::Completed | JobState::Dead);
+            let ended = matches!(
+                job.state,
+                JobState::Completed | JobState::Dead | JobState::Cancelled
+            );
             if ended || Instant::now() >= deadline || shutdown.is_cancelled() {
                 return Ok(job);
             }
@@ -519,6 +523,21 @@ impl Broker {
                 let mut cmd = LIBRARY.call(Function::Delete, &shards.of(id).keys);
                 cmd.arg(id).arg(mode);
                 self.call::<i64>(&cmd).await.map(drop)
+            })
+            .await
+    }
+
+    /// Cancels a job: a waiting one ends `cancelled` at once, a processing
+    /// one is told to stop (it ends `cancelled` with its lease); answers
+    /// the job after.
+    pub async fn cancel(&self, queue: &str, id: &str, reason: Option<&str>) -> Result<Job> {
+        self.shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::Cancel, &shards.of(id).keys);
+                cmd.arg(id).arg(reason.unwrap_or(""));
+                let job: Job = self.call(&cmd).await?;
+                shards.counters.cancelled.increment(1);
+                Ok(job)
             })
             .await
     }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use prioq::queue::store::keys::{Key, QueueKeys};
 use serde_json::json;
 
+use crate::cancel::{check_cancel_processing, check_cancel_racing_ack};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
 use crate::dedup::{check_dedup_racing_ack, check_drop_answers_the_holder, check_replace};
 use crate::expiry::{check_claim_skips_expired_jobs, check_expiry_racing_claims};
@@ -30,6 +31,16 @@ async fn cluster_a_claim_skips_expired_jobs_before_any_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_an_expiry_racing_claims_never_hands_out_an_expired_job() {
     check_expiry_racing_claims(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_processing_job_ends_cancelled_with_its_lease() {
+    check_cancel_processing(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_cancel_racing_an_ack_has_one_outcome() {
+    check_cancel_racing_ack(shared_cluster().config()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

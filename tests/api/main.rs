@@ -4,6 +4,7 @@
 mod support;
 
 mod batching;
+mod cancel;
 mod claim_acks;
 mod claim_order;
 mod cluster;

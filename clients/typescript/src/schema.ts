@@ -339,6 +339,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/jobs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a job.
+         * @description A `pending`, `scheduled` or `waiting` job becomes `cancelled` at once:
+         *     kept for its retention, else removed. A `processing` job gains
+         *     `cancel_requested: true` (its extends answer it, so its worker can
+         *     stop) and ends `cancelled` on its ack (its result kept), its nack (no
+         *     retry) or its lease's end (never delivered again). Repeating a cancel
+         *     answers 200 again; a `completed` or `dead` job is 409 `conflict`.
+         */
+        post: operations["cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/jobs/{id}/extend": {
         parameters: {
             query?: never;
@@ -628,6 +653,16 @@ export interface components {
              * @description 204 acknowledged, 404 no such job, 409 lease lost.
              */
             status: number;
+        };
+        /**
+         * @description Why a job is cancelled; the body may be left out.
+         * @example {
+         *       "reason": "the customer closed the order"
+         *     }
+         */
+        CancelRequest: {
+            /** @description Shown as the job's `cancel_reason`; at most 2000 characters. */
+            reason?: string | null;
         };
         /**
          * @description How to claim; every field is optional.
@@ -1002,13 +1037,26 @@ export interface components {
              * @description Deliveries that ended without an ack.
              */
             attempts: number;
-            /** @description When the job was acked (completed jobs only). */
+            /** @description The reason its cancel gave; null when none. */
+            cancel_reason?: string | null;
+            /**
+             * @description True while a processing job has been asked to stop by a cancel: its
+             *     worker should stop; the job ends `cancelled` with its lease.
+             */
+            cancel_requested: boolean;
+            /**
+             * @description When the job was acked or cancelled (completed and cancelled jobs
+             *     only).
+             */
             completed_at?: string | null;
             /** @description Whether an enqueue added the job (enqueue answers only). */
             created?: boolean | null;
             /** @description When the job was dead-lettered (dead jobs only). */
             dead_at?: string | null;
-            /** @description The dedup key the job holds, until it lets it go; null otherwise. */
+            /**
+             * @description The dedup key the job holds, until it lets it go; null otherwise
+             *     (and in a claim's answer).
+             */
             dedup_key?: string | null;
             enqueued_at: string;
             /**
@@ -1039,8 +1087,8 @@ export interface components {
              */
             replaced?: boolean | null;
             /**
-             * @description What the worker sent with its ack (completed jobs only; null when
-             *     it sent none).
+             * @description What the worker sent with its ack (completed jobs, and cancelled
+             *     jobs that were acked; null when it sent none).
              */
             result?: unknown;
             /** @description When a scheduled job becomes claimable. */
@@ -1468,7 +1516,7 @@ export interface components {
          * @description Where a job is in its life.
          * @enum {string}
          */
-        StateName: "pending" | "scheduled" | "processing" | "dead" | "completed";
+        StateName: "pending" | "scheduled" | "processing" | "dead" | "completed" | "cancelled";
         /**
          * @description Health or readiness.
          * @example {
@@ -2282,6 +2330,43 @@ export interface operations {
             403: components["responses"]["forbidden_origin"];
             404: components["responses"]["not_found"];
             409: components["responses"]["lease_lost"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["validation_failed"];
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
+    cancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description May be left out */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CancelRequest"];
+            };
+        };
+        responses: {
+            /** @description The job: cancelled, or processing with `cancel_requested` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobView"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];

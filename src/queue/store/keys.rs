@@ -39,12 +39,13 @@ pub enum Key {
     Dedup,
     DedupOf,
     DedupUntil,
+    Cancels,
     /// The list of queues: the one key of no queue's slot.
     Queues,
 }
 
 impl Key {
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -69,6 +70,7 @@ impl Key {
         Self::Dedup,
         Self::DedupOf,
         Self::DedupUntil,
+        Self::Cancels,
         Self::Queues,
     ];
 
@@ -99,6 +101,7 @@ impl Key {
             Self::Dedup => "dedup",
             Self::DedupOf => "dedup:of",
             Self::DedupUntil => "dedup:until",
+            Self::Cancels => "cancels",
             Self::Queues => "queues",
         }
     }

@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{preshard, sharded_cluster};
+use crate::cancel::{check_cancel_processing, check_cancel_racing_ack, check_cancel_waiting};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
 use crate::dedup::{
     check_dedup_racing_ack, check_drop_answers_the_holder, check_removed_jobs_let_go,
@@ -280,4 +281,19 @@ async fn sharded_a_key_has_at_most_one_holder_per_shard() {
     };
     assert!((1..=3).contains(&made("k")), "{answer:?}");
     assert_eq!(made("generated"), 1, "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_waiting_job_is_cancelled_at_once() {
+    check_cancel_waiting(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_processing_job_ends_cancelled_with_its_lease() {
+    check_cancel_processing(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_cancel_racing_an_ack_has_one_outcome() {
+    check_cancel_racing_ack(sharded_cluster(&["q"], 3).await).await;
 }

@@ -5,6 +5,7 @@ from .ack_many_request import AckManyRequest
 from .ack_many_response import AckManyResponse
 from .ack_request import AckRequest
 from .ack_result import AckResult
+from .cancel_request import CancelRequest
 from .claim_request import ClaimRequest
 from .claim_response import ClaimResponse
 from .class_view import ClassView
@@ -46,6 +47,7 @@ __all__ = (
     "AckManyResponse",
     "AckRequest",
     "AckResult",
+    "CancelRequest",
     "ClaimRequest",
     "ClaimResponse",
     "ClassView",

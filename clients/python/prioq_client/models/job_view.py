@@ -29,6 +29,8 @@ class JobView:
     Attributes:
         args (Any):
         attempts (int): Deliveries that ended without an ack.
+        cancel_requested (bool): True while a processing job has been asked to stop by a cancel: its
+            worker should stop; the job ends `cancelled` with its lease.
         enqueued_at (str):
         id (str):
         max_attempts (int):
@@ -36,10 +38,13 @@ class JobView:
         queue (str):
         state (StateName): Where a job is in its life.
         task (str):
-        completed_at (None | str | Unset): When the job was acked (completed jobs only).
+        cancel_reason (None | str | Unset): The reason its cancel gave; null when none.
+        completed_at (None | str | Unset): When the job was acked or cancelled (completed and cancelled jobs
+            only).
         created (bool | None | Unset): Whether an enqueue added the job (enqueue answers only).
         dead_at (None | str | Unset): When the job was dead-lettered (dead jobs only).
-        dedup_key (None | str | Unset): The dedup key the job holds, until it lets it go; null otherwise.
+        dedup_key (None | str | Unset): The dedup key the job holds, until it lets it go; null otherwise
+            (and in a claim's answer).
         expires_at (None | str | Unset): When the job, not claimed by then, is no longer delivered (jobs
             enqueued with `expires_in_ms`, until they end; null otherwise).
         group (None | str | Unset): The job's group; null when it has none.
@@ -51,8 +56,8 @@ class JobView:
         replaced (bool | None | Unset): True when an enqueue with its dedup key (mode `replace`) gave the
             waiting job its task, args, priority and delay (enqueue answers
             only, when it did).
-        result (Any | Unset): What the worker sent with its ack (completed jobs only; null when
-            it sent none).
+        result (Any | Unset): What the worker sent with its ack (completed jobs, and cancelled
+            jobs that were acked; null when it sent none).
         run_at (None | str | Unset): When a scheduled job becomes claimable.
         schedule (None | str | Unset): The schedule whose fire time made the job (fired jobs only).
         trace (None | TraceView | Unset):
@@ -61,6 +66,7 @@ class JobView:
 
     args: Any
     attempts: int
+    cancel_requested: bool
     enqueued_at: str
     id: str
     max_attempts: int
@@ -68,6 +74,7 @@ class JobView:
     queue: str
     state: StateName
     task: str
+    cancel_reason: None | str | Unset = UNSET
     completed_at: None | str | Unset = UNSET
     created: bool | None | Unset = UNSET
     dead_at: None | str | Unset = UNSET
@@ -93,6 +100,8 @@ class JobView:
 
         attempts = self.attempts
 
+        cancel_requested = self.cancel_requested
+
         enqueued_at = self.enqueued_at
 
         id = self.id
@@ -106,6 +115,12 @@ class JobView:
         state = self.state.value
 
         task = self.task
+
+        cancel_reason: None | str | Unset
+        if isinstance(self.cancel_reason, Unset):
+            cancel_reason = UNSET
+        else:
+            cancel_reason = self.cancel_reason
 
         completed_at: None | str | Unset
         if isinstance(self.completed_at, Unset):
@@ -203,6 +218,7 @@ class JobView:
             {
                 "args": args,
                 "attempts": attempts,
+                "cancel_requested": cancel_requested,
                 "enqueued_at": enqueued_at,
                 "id": id,
                 "max_attempts": max_attempts,
@@ -212,6 +228,8 @@ class JobView:
                 "task": task,
             }
         )
+        if cancel_reason is not UNSET:
+            field_dict["cancel_reason"] = cancel_reason
         if completed_at is not UNSET:
             field_dict["completed_at"] = completed_at
         if created is not UNSET:
@@ -256,6 +274,8 @@ class JobView:
 
         attempts = d.pop("attempts")
 
+        cancel_requested = d.pop("cancel_requested")
+
         enqueued_at = d.pop("enqueued_at")
 
         id = d.pop("id")
@@ -269,6 +289,15 @@ class JobView:
         state = StateName(d.pop("state"))
 
         task = d.pop("task")
+
+        def _parse_cancel_reason(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        cancel_reason = _parse_cancel_reason(d.pop("cancel_reason", UNSET))
 
         def _parse_completed_at(data: object) -> None | str | Unset:
             if data is None:
@@ -411,6 +440,7 @@ class JobView:
         job_view = cls(
             args=args,
             attempts=attempts,
+            cancel_requested=cancel_requested,
             enqueued_at=enqueued_at,
             id=id,
             max_attempts=max_attempts,
@@ -418,6 +448,7 @@ class JobView:
             queue=queue,
             state=state,
             task=task,
+            cancel_reason=cancel_reason,
             completed_at=completed_at,
             created=created,
             dead_at=dead_at,

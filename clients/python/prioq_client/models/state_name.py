@@ -2,6 +2,7 @@ from enum import StrEnum
 
 
 class StateName(StrEnum):
+    CANCELLED = "cancelled"
     COMPLETED = "completed"
     DEAD = "dead"
     PENDING = "pending"
