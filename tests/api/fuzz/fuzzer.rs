@@ -181,7 +181,7 @@ impl Fuzzer {
             "dedup": {
                 "key": format!("key-{}", n % 7),
                 "ttl_ms": 1000,
-                "mode": if n % 2 == 0 { "drop" } else { "replace" },
+                "mode": if n.is_multiple_of(2) { "drop" } else { "replace" },
             },
         })
     }
