@@ -12,7 +12,11 @@
 
 A task takes the job's args and a `report` function, and returns the job's
 result (any JSON value, kept while the queue retains completed jobs) or
-raises to fail the job. A job whose task is unknown fails too.
+raises to fail the job. A job whose task is unknown fails too. When the
+job is cancelled while its task runs, prioq says so on the next extend:
+`report.cancelled` (a threading.Event) is set and the extends stop; the
+task should stop soon (return or raise): the job ends `cancelled` either
+way and is not delivered again.
 
 The worker claims one job at a time, with a long poll (`wait_ms`) while
 the queue is empty. While a task runs, it extends the job's lease every
@@ -89,8 +93,18 @@ __all__ = ["Refused", "Report", "Task", "Unauthorized", "Worker"]
 
 log = logging.getLogger(__name__)
 
-Report = Callable[[Any], None]
-"""Shows how far a job got: sends any JSON value with a heartbeat."""
+class Report:
+    """Given to a task with the job's args. Calling it shows how far the job got: it sends
+    any JSON value with a heartbeat. `cancelled` is a threading.Event set when prioq asks
+    the job to stop (a cancel): the task should stop soon, returning or raising; the job
+    then ends `cancelled` either way, and is not extended any more."""
+
+    def __init__(self, beat: _Heartbeat) -> None:
+        self._beat = beat
+        self.cancelled = beat.cancelled
+
+    def __call__(self, progress: Any) -> None:
+        self._beat.report(progress)
 
 Task = Callable[[Any, Report], Any]
 """Runs a job: takes its args and a Report, returns its result."""
@@ -277,7 +291,7 @@ class Worker:
                 task = self.tasks.get(job.task)
                 if task is None:
                     raise LookupError(f"no task named {job.task!r} in this worker")
-                result = task(job.args, beat.report)
+                result = task(job.args, Report(beat))
         except Exception as failure:  # whatever the task raises fails the job
             error = f"{type(failure).__name__}: {failure}"
         finally:
@@ -543,6 +557,7 @@ class _Heartbeat(threading.Thread):
         self._progress: Any = UNSET
         self._done = False
         self.lost = False
+        self.cancelled = threading.Event()  # prioq asked the job to stop
 
     def report(self, progress: Any) -> None:
         """Sends `progress` (any JSON value) with a heartbeat now."""
@@ -566,7 +581,12 @@ class _Heartbeat(threading.Thread):
                 progress, self._progress = self._progress, UNSET
             body = ExtendRequest(lease_token=self._token, lease_ms=self._lease_ms, progress=progress)
             try:
-                _answer(partial(extend.sync_detailed, self._queue, self._job_id, client=self._client, body=body))
+                job = _answer(partial(extend.sync_detailed, self._queue, self._job_id, client=self._client, body=body))
+                if isinstance(job, JobView) and job.cancel_requested:
+                    # No more extends: the job ends cancelled with its ack, its nack or its lease.
+                    log.warning("cancel requested for %s: telling its task", self._job_id)
+                    self.cancelled.set()
+                    return
             except Refused as error:
                 if error.status in (404, 409):
                     log.warning("lease lost on %s (%s): another worker may have it", self._job_id, error.code)

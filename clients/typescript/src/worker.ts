@@ -27,7 +27,9 @@ export type Report = (progress: unknown) => void;
  * queue retains completed jobs; undefined for none), or throws to fail it.
  */
 // `any`, not `unknown`: a task may declare the args it expects.
-export type Task = (args: any, report: Report, job: JobView) => unknown;
+// `cancelled` aborts when prioq asks the job to stop (a cancel): the task
+// should stop soon; the job ends `cancelled` whether it returns or throws.
+export type Task = (args: any, report: Report, job: JobView, cancelled: AbortSignal) => unknown;
 
 /** What a worker does, for its owner to log: the library prints nothing. */
 export type WorkerEvent =
@@ -41,6 +43,8 @@ export type WorkerEvent =
   | { type: 'nacked'; id: string; error: string }
   /** An extend answered 404 or 409 (`code`): another worker may have the job. */
   | { type: 'leaseLost'; id: string; code: string }
+  /** prioq asked the job to stop (a cancel): its task's signal aborts and extends stop. */
+  | { type: 'cancelRequested'; id: string }
   /** An extend failed otherwise; the lease still runs and the next heartbeat tries again. */
   | { type: 'heartbeatFailed'; id: string; error: string }
   /**
@@ -240,8 +244,9 @@ export class Worker {
     let ended = false; // a report after the task ended must not extend a job already acked
     let beating = Promise.resolve();
     let progress: { value: unknown } | undefined; // the task's latest report, sent with the next beat
+    const cancel = new AbortController();
     const beat = (): void => {
-      if (lost !== undefined || ended) return;
+      if (lost !== undefined || ended || cancel.signal.aborted) return;
       const body: ExtendRequest = { lease_token: token, lease_ms: this.leaseMs };
       if (progress) body.progress = progress.value;
       progress = undefined;
@@ -251,7 +256,14 @@ export class Worker {
           this.leaseMs / 3,
         ))
         .then(
-          () => {},
+          (answer) => {
+            if (answer?.cancel_requested && !cancel.signal.aborted) {
+              // No more extends: the job ends cancelled with its ack, nack or lease.
+              clearInterval(beats);
+              cancel.abort();
+              this.#emit({ type: 'cancelRequested', id });
+            }
+          },
           (error: unknown) => {
             if (error instanceof JobLoss) {
               lost = error.code ?? String(error.status);
@@ -274,7 +286,7 @@ export class Worker {
     try {
       const task = this.#tasks.get(job.task);
       if (!task) throw new Error(`no task named ${JSON.stringify(job.task)} in this worker`);
-      result = await withProcessSpan(this.queue, job, () => task(job.args, report, job));
+      result = await withProcessSpan(this.queue, job, () => task(job.args, report, job, cancel.signal));
       // Throws here, failing the job, rather than in each resend of the
       // claim that would carry it.
       JSON.stringify(result);

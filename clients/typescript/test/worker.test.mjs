@@ -104,3 +104,32 @@ test('stop cuts a long poll short at once', async () => {
   await running;
   assert.ok(Date.now() - stopped < 500, `took ${Date.now() - stopped} ms`);
 });
+
+test('a cancel while the task runs aborts its signal, stops the extends, and the job ends cancelled', async () => {
+  const queue = 'cancelled';
+  const tasks = {
+    // Cancels its own job, then waits for the worker to tell it.
+    long: async (args, report, job, cancelled) => {
+      const { error } = await client.POST('/v1/queues/{queue}/jobs/{id}/cancel', {
+        params: { path: { queue, id: job.id } },
+        body: { reason: 'changed my mind' },
+      });
+      assert.equal(error, undefined);
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no abort within 5 s')), 5000);
+        cancelled.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return { stopped: true };
+    },
+  };
+  const events = await work(queue, tasks, [{ id: 'long-1', task: 'long', retain_ms: 60000 }]);
+  assert.deepEqual(
+    events.filter((event) => event.id === 'long-1' && event.type !== 'claimed').map((event) => event.type),
+    ['cancelRequested', 'acked'],
+  );
+  const job = (await prioq.api.job(queue, 'long-1')).body;
+  assert.deepEqual([job.state, job.cancel_reason, job.result], ['cancelled', 'changed my mind', { stopped: true }]);
+});
