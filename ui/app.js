@@ -717,11 +717,34 @@ function renderLookup(current, found) {
   add('Progress', 'progress', job.progress !== null && job.progress !== undefined
     ? text('pre', JSON.stringify(job.progress, null, 2)) : undefined);
   add('Args', 'args', text('pre', JSON.stringify(job.args, null, 2)));
-  if (job.state === 'completed') {
+  if (job.state === 'completed' || (job.state === 'cancelled' && job.result !== undefined)) {
     add('Result', 'result', job.result === null
       ? text('span', 'none', 'muted') : text('pre', JSON.stringify(job.result, null, 2)));
   }
-  out.replaceChildren(list);
+  if (job.cancel_requested) add('Cancel', 'cancel_requested', 'asked; the worker is told with its next extend');
+  add('Cancel reason', 'cancel_reason', job.cancel_reason);
+  const nodes = [list];
+  if (['pending', 'scheduled', 'waiting', 'processing'].includes(job.state) && !job.cancel_requested) {
+    nodes.push(button('Cancel job', 'cancel', job.id, 'danger'));
+  }
+  out.replaceChildren(...nodes);
+}
+
+async function onLookupAction(event) {
+  const target = event.target.closest('button[data-action="cancel"]');
+  if (!target) return;
+  const { id } = target.dataset;
+  const queue = state.queue;
+  if (!window.confirm(`Cancel job ${id} of ${queue}? A running job is told to stop.`)) return;
+  target.disabled = true;
+  try {
+    const job = await api('POST', `${queuePath(queue)}/jobs/${encodeURIComponent(id)}/cancel`);
+    notice(job.state === 'cancelled' ? `Cancelled ${id}.` : `Asked ${id} to stop: its worker is told with its next extend.`);
+  } catch (error) {
+    const { title, detail } = describe(error);
+    notice(`Cancel of ${id} failed. ${title}: ${detail}`, 'error');
+  }
+  await refresh();
 }
 
 function onLookup(event) {
@@ -832,6 +855,7 @@ $('groups-previous').addEventListener('click', () => {
   refresh();
 });
 $('lookup-form').addEventListener('submit', onLookup);
+$('lookup-result').addEventListener('click', onLookupAction);
 window.addEventListener('hashchange', () => {
   $('notice').hidden = true;
   refresh();

@@ -52,6 +52,10 @@
 --   dedup:of   hash   id -> the key it holds, while it holds one
 --   dedup:until zset  key -> its until, for keys whose job ended before
 --                     then: the sweeper lets them go
+--   cancels    hash   id -> ":<reason>" of a processing job whose cancel
+--                     was asked (it ends cancelled with its lease), and of
+--                     a cancelled job kept (in `completed`, its result in
+--                     `results`: the view says `cancelled`)
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -75,6 +79,7 @@
 --                     expiring: the entries in `expiry`, so that calls
 --                       on a queue without any need not look there
 --                     keyed: the entries in `dedup:of`, likewise
+--                     cancelling: the entries in `cancels`, likewise
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
 --                     g:<group>: the named group's rate limit bucket,

@@ -222,6 +222,22 @@ describe('a queue', () => {
     assert.deepEqual(page.problems.filter((problem) => !problem.includes('404')), []);
     await page.close();
   });
+
+  test('cancels a job from its view', async () => {
+    await prioq.api.enqueue('emails', { id: 'cancel-me', task: 'send_email', delay_ms: 600000, retain_ms: 600000 });
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/emails/jobs/cancel-me`);
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="state"]'), 'scheduled');
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.getByRole('button', { name: 'Cancel job cancel-me' }).click();
+    await expectText(page.locator('#notice'), /Cancelled cancel-me/);
+    await expectText(job.locator('[data-field="state"]'), 'cancelled');
+    assert.equal(await page.getByRole('button', { name: 'Cancel job cancel-me' }).count(), 0);
+    assert.equal((await prioq.api.job('emails', 'cancel-me')).body.state, 'cancelled');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
 });
 
 describe('a queue with groups', () => {
