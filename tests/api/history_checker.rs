@@ -292,6 +292,27 @@ fn a_less_urgent_job_claimed_over_a_pending_urgent_one_is_reported() {
     assert_eq!(broken(&history), ["priority_order"]);
 }
 
+/// The same claim, answered from a first send under its request id that
+/// began before the urgent job existed (its answer lost): it took what
+/// was there then, and breaks nothing.
+#[test]
+fn a_claim_answered_from_an_earlier_send_is_judged_from_that_send() {
+    let mut history = clean();
+    history.push(enqueue(50, "main", "e", 0, "g9", 405, Outcome::Ok));
+    history.push(read(51, "main", "e", Some("pending"), 407, None));
+    let first_send = Call::Claim {
+        worker: "w20".into(),
+        request_id: "r20".into(),
+        lease_ms: 5000,
+        max_jobs: 1,
+        acks: Vec::new(),
+        jobs: Vec::new(),
+        acked: Vec::new(),
+    };
+    history.push(op(52, "main", (401, 404), Outcome::Unknown, first_send));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+}
+
 #[test]
 fn a_job_claimed_before_an_older_one_of_its_group_is_reported() {
     let mut history = clean();

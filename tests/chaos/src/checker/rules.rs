@@ -310,12 +310,27 @@ fn order(
     describe: impl Fn(&Ranked<'_>, &Ranked<'_>) -> String,
 ) -> Vec<Violation> {
     let witnesses = witnesses(facts);
+    // A claim sent again under its request id answers what its first send
+    // took, when that one ran: it is judged from the first send's start.
+    let mut first_sent: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for op in facts.ops {
+        if let Call::Claim { request_id, .. } = &op.call {
+            let start = first_sent
+                .entry((op.queue.as_str(), request_id.as_str()))
+                .or_insert(op.start_ms);
+            *start = (*start).min(op.start_ms);
+        }
+    }
+    let start_of = |op: &Op| match &op.call {
+        Call::Claim { request_id, .. } => first_sent[&(op.queue.as_str(), request_id.as_str())],
+        _ => op.start_ms,
+    };
     let mut claims: Vec<&Op> = facts
         .ops
         .iter()
         .filter(|op| op.outcome == Outcome::Ok && matches!(op.call, Call::Claim { .. }))
         .collect();
-    claims.sort_by_key(|op| op.start_ms);
+    claims.sort_by_key(|op| start_of(op));
     // Per class, the first witness not yet taken by the time of the
     // claims seen so far: claims come by start, so what was taken before
     // one started was taken before every later one ended.
@@ -328,12 +343,10 @@ fn order(
         let Some(classes) = witnesses.get(claim.queue.as_str()) else {
             continue;
         };
+        let start_ms = start_of(claim);
         for (&key, list) in classes {
             let front = fronts.entry((claim.queue.as_str(), key)).or_insert(0);
-            while list
-                .get(*front)
-                .is_some_and(|w| w.taken_from < claim.start_ms)
-            {
+            while list.get(*front).is_some_and(|w| w.taken_from < start_ms) {
                 *front += 1;
             }
         }
@@ -356,7 +369,7 @@ fn order(
                         let front = fronts[&(claim.queue.as_str(), *key)];
                         list[front..]
                             .iter()
-                            .take_while(|w| w.job.created_by < claim.start_ms)
+                            .take_while(|w| w.job.created_by < start_ms)
                             .find(|w| {
                                 w.taken_from >= claim.end_ms
                                     && !answered.contains(w.job.id)
