@@ -117,6 +117,7 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 5] = [
         &[
             "job",
             "delete_job",
+            "cancel",
             "ack",
             "extend",
             "nack",
@@ -137,8 +138,8 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 5] = [
     (
         "409",
         "conflict",
-        "The job's state does not allow this (it is processing, or not dead)",
-        &["delete_job", "requeue", "delete_dead"],
+        "The job's state does not allow this (it is processing, or not dead; for a cancel, completed or dead)",
+        &["delete_job", "requeue", "delete_dead", "cancel"],
     ),
     (
         "409",

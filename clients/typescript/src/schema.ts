@@ -2367,6 +2367,8 @@ export interface operations {
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
             403: components["responses"]["forbidden_origin"];
+            404: components["responses"]["not_found"];
+            409: components["responses"]["conflict"];
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
