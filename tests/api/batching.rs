@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::redis_server::blocked_clients;
+use crate::support::redis_server::{blocked_clients, command_calls};
 use crate::support::{
     RedisServer, TestApp, redis, redis_connection, script_calls, spawn_app_with, test_config, until,
 };
@@ -26,23 +26,41 @@ async fn private_app() -> (RedisServer, TestApp) {
     let mut config = test_config();
     config.redis_url = server.url();
     config.redis_timeout_ms = 20_000;
-    // No sweeper calls in the counts.
+    // No sweeper calls in the counts: its first pass starts at once, and
+    // is over when it has listed the queues (there are none yet); the next
+    // is an hour away. On a busy machine that first pass could otherwise
+    // come late, into a test, and sweep the test's queue.
     config.sweep_interval_ms = 3_600_000;
     let app = spawn_app_with(config).await;
+    let mut conn = redis_connection(&server.url()).await;
+    until(
+        Duration::from_secs(10),
+        "the sweeper's first pass lists the queues",
+        || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
+    )
+    .await;
     (server, app)
 }
 
-/// The instance's `prioq_requests_waiting` for `queue`.
+/// The instance's `prioq_requests_waiting` for `queue`, or 0 when the
+/// scrape does not answer soon. A scrape reads the queues' depths from
+/// Redis, and a read that the round-robin puts on the connection of the
+/// held call waits behind it until Redis resumes; the next scrape's reads
+/// go by other connections.
 async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("scraped")
-        .text()
-        .await
-        .expect("text");
+    let scrape = async {
+        app.http
+            .get(app.url("/metrics"))
+            .send()
+            .await
+            .expect("scraped")
+            .text()
+            .await
+            .expect("text")
+    };
+    let Ok(text) = tokio::time::timeout(Duration::from_millis(500), scrape).await else {
+        return 0.0;
+    };
     let label = format!("queue=\"{queue}\"");
     text.lines()
         .filter(|line| line.starts_with("prioq_requests_waiting{"))

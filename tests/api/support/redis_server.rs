@@ -112,7 +112,10 @@ pub(crate) async fn function_calls(conn: &mut redis::aio::MultiplexedConnection)
 }
 
 /// Calls of `commands` the Redis behind `conn` has run so far, summed.
-async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, commands: &[&str]) -> u64 {
+pub(crate) async fn command_calls(
+    conn: &mut redis::aio::MultiplexedConnection,
+    commands: &[&str],
+) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
