@@ -32,7 +32,7 @@ async fn private_app() -> (RedisServer, TestApp) {
     // come late, into a test, and sweep the test's queue.
     config.sweep_interval_ms = 3_600_000;
     let app = spawn_app_with(config).await;
-    let mut conn = redis_connection(&server.url()).await;
+    let conn = redis_connection(&server.url()).await;
     until(
         Duration::from_secs(10),
         "the sweeper's first pass lists the queues",
