@@ -1,9 +1,11 @@
 -- delete: deletes a job that nobody is working on, completed ones
 -- included. A group's head that is deleted is replaced by the group's next
--- job; a dedup key the job holds is let go at once.
+-- job; a dedup key the job holds is let go at once; the jobs that depend
+-- on a job deleted before it ended hear that it was deleted.
 -- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
 --   completed, results, progress, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels
+--   dedup, dedup:of, dedup:until, cancels, waiting, after,
+--   after:left, after:done, after:early, outbox, outbox:due, depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1
@@ -22,16 +24,18 @@ redis.register_function{
     elseif redis.call('ZSCORE', q.processing, id) then
       fail('CONFLICT')
     end
-    local c = context(q)
+    local c, live = context(q), false
     if redis.call('ZREM', q.completed, id) == 1 then
       redis.call('HDEL', q.results, id)
       redis.call('HDEL', q.leases, id)
     elseif redis.call('ZREM', q.dead, id) == 0 then
+      live = true
       take_out(c, id, record)
     end
     redis.call('HDEL', q.jobs, id)
     forget_cancels(c, {id})
-    ended(c, {id}, now_ms(), true)
+    -- A job that had ended told its dependants then.
+    ended(c, {id}, now_ms(), true, live and 'g' or nil)
     settle(c)
     return 1
   end,

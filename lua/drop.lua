@@ -3,11 +3,14 @@
 -- from then on, see `registered`) and counts their jobs; when it may go on
 -- (none, or a purge), it takes the queue off the list of queues and drops
 -- every shard ('drop': every key of the shard is unlinked: jobs, settings,
--- schedules, group sets); else it takes the marks back ('unmark').
+-- schedules, group sets, dependants sets); else it takes the marks back
+-- ('unmark').
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
 --   schedules:runs, schedules:owed, schedules:paid, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels
+--   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels,
+--   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
+--   depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
 --   'unmark' or 'drop'
 -- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the
@@ -31,6 +34,9 @@ redis.register_function{
     local sets = {q.group_prefix .. '!throttled'}
     for _, group in ipairs(redis.call('ZRANGE', q.groups, 0, -1)) do
       sets[#sets + 1] = q.group_prefix .. group
+    end
+    for _, id in ipairs(redis.call('SMEMBERS', q.depended)) do
+      sets[#sets + 1] = dependants_key(q, id)
     end
     redis.call('UNLINK', unpack(sets))
     redis.call('UNLINK', unpack(keys))

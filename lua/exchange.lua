@@ -8,7 +8,8 @@
 -- come are ended first, then due scheduled jobs are promoted.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels
+--   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels, waiting,
+--   after, after:left, after:done, after:early, outbox, outbox:due, depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most (and expired jobs to end, before
 --   and during the claims), ARGV[4] bulk floor in parts per million of
@@ -19,8 +20,9 @@
 --   the enqueues' answers, the claims' answers, why the claims got fewer
 --   jobs than asked, ms until the next rate limit token, jobs expired,
 --   the `expiry` entries of the jobs handed out that have one (id, entry
---   pairs)}; each part's answers one request after the other in one flat
---   list.
+--   pairs), the dependencies of those that have some (id and
+--   `dependencies_of` pairs)}; each part's answers one request after the
+--   other in one flat list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -48,7 +50,7 @@ local function exchange(keys, argv)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE}
+  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE, c.deps_out or NONE}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

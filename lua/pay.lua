@@ -4,7 +4,9 @@
 -- makes its job once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules:paid, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels
+--   dedup, dedup:of, dedup:until, cancels,
+--   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
+--   depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
 --   name, ARGV[4] the number of shards the caller routed for, then an
 --   enqueues section of one request of one job (see the enqueue part).

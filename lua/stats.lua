@@ -1,11 +1,13 @@
 -- stats: counts a queue's jobs by state, and per priority class the jobs
 -- waiting and the age of the class's next job in line. Costs
 -- O(classes * log N), not O(N).
--- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, completed
+-- KEYS: pending, scheduled, processing, dead, jobs, meta, groups,
+--   completed, waiting
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused,
 --   completed, the `shards` field of meta (see the library's header) or
---   1, the named groups held back by group_rate_limit}
+--   1, the named groups held back by group_rate_limit, jobs waiting for
+--   their dependencies}
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'stats_' .. VERSION,
@@ -58,6 +60,7 @@ redis.register_function{
       redis.call('ZCARD', q.completed),
       tonumber(redis.call('HGET', meta, 'shards')) or 1,
       tonumber(redis.call('HGET', meta, 'throttled')) or 0,
+      redis.call('ZCARD', q.waiting),
     }
   end,
 }

@@ -12,12 +12,14 @@
 -- schedules that are due, for the caller to fire (see `fire`), and the
 -- fires of a sharded queue owed for longer than ARGV[6] ms, for the
 -- caller to pay (see `pay`); and forgets up to `batch` answers of claims
--- with a request id whose leases have ended. Safe to run from every
+-- with a request id whose leases have ended, and ends told an hour ago
+-- to dependants never made (see lib/deps.lua). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
 --   schedules:owed, claims, claims:until, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels
+--   dedup, dedup:of, dedup:until, cancels, waiting, after,
+--   after:left, after:done, after:early, outbox, outbox:due, depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -25,8 +27,15 @@
 --   next tags cursor, next groups cursor, completed jobs deleted, now,
 --   the due schedules: name, fire time due and definition each, the
 --   shards the queue is split over as this shard records it, the fires
---   owed: job id and schedule definition each, waiting jobs expired}
+--   owed: job id and schedule definition each, waiting jobs expired, the
+--   ended jobs whose dependants elsewhere are still to be told (see
+--   `outbox`)}
 -- Errors: none; every outcome is in the reply.
+
+-- How long an end told before its dependant was made waits for the
+-- dependant's enqueue (which follows its registration at once).
+local EARLY_KEPT_MS = 3600000
+
 redis.register_function{
   function_name = 'sweep_' .. VERSION,
   flags = {'allow-oom'},
@@ -52,6 +61,7 @@ redis.register_function{
       forget_cancels(c, purged)
     end
     release_due(c, now, batch)
+    forget_early(q, now, EARLY_KEPT_MS, batch)
 
     local answered = redis.call('ZRANGE', q.claims_until, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     if #answered > 0 then
@@ -88,6 +98,6 @@ redis.register_function{
     end
     settle(c)
     return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed,
-      expired}
+      expired, redis.call('ZCARD', q.outbox_due)}
   end,
 }

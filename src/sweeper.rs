@@ -1,6 +1,7 @@
 //! The lease sweeper every instance runs: takes back expired leases,
 //! promotes due scheduled jobs, deletes completed jobs whose retention
-//! ended, and fires due schedules, queue by queue, in bounded batches.
+//! ended, fires due schedules, and tells the dependants in other slots of
+//! jobs that ended, queue by queue, in bounded batches.
 //! Each batch is one function call (and one more per due schedule), so any
 //! number of instances may sweep at once.
 
@@ -129,6 +130,9 @@ async fn sweep_queue(
                 );
             }
             fire(broker, queue, &swept).await;
+            if swept.outboxed > 0 {
+                tell(broker, queue, shard).await;
+            }
             let full = u64::from(BATCH);
             if swept.reclaimed < full
                 && swept.promoted < full
@@ -141,6 +145,15 @@ async fn sweep_queue(
         shard += 1;
     }
     Ok(())
+}
+
+/// Tells the dependants elsewhere of the jobs of the shard that ended. A
+/// failure leaves the outbox as it is: the next sweep tells them (again:
+/// each end counts once).
+async fn tell(broker: &Broker, queue: &str, shard: u32) {
+    if let Err(error) = broker.send_outbox(queue, shard).await {
+        tracing::warn!(queue, shard, error = %error, "could not tell dependants of ended jobs");
+    }
 }
 
 /// Fires the schedules a sweep found due, and pays the fires it found

@@ -79,6 +79,7 @@ impl Calls {
                 arrival: None,
                 expiry: None,
                 dedup: None,
+                after: None,
             })
             .collect();
         self.push(keys, vec![Exchange::Enqueue(jobs)]);

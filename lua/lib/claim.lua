@@ -15,7 +15,9 @@
 -- handed out), 'paused', 'max_in_flight' or 'rate_limit', and the ms
 -- until the next rate limit token (0 when not rate limited). The `expiry`
 -- entries of the jobs handed out that have one go to `c.expiry_out` (id,
--- entry pairs), so that jobs without one cost nothing more.
+-- entry pairs), so that jobs without one cost nothing more, and the
+-- dependencies of those enqueued with some to `c.deps_out` (id and
+-- `dependencies_of` pairs).
 -- Errors: none; every outcome is in the reply.
 
 -- Whether job number n handed out (fleet-wide, counted by the floor key)
@@ -395,11 +397,18 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
       statuses[#statuses + 1] = status
     end
     out[#out + 1] = #request.jobs
+    local depending = number(c, 'depending') > 0
     for _, job in ipairs(request.jobs) do
       out[#out + 1] = job[1]
       out[#out + 1] = job[2]
       out[#out + 1] = job[3]
       out[#out + 1] = job[4]
+      local after = depending and redis.call('HGET', c.q.after, job[1])
+      if after then
+        local deps = c.deps_out or {}
+        deps[#deps + 1], deps[#deps + 2] = job[1], dependencies_of(c.q, job[1], after)
+        c.deps_out = deps
+      end
     end
     -- Kept: what applied acks or leased jobs.
     if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then

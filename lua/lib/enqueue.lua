@@ -7,15 +7,17 @@
 -- queue's), body (see the record layout), in a sharded queue its
 -- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
 -- for none, else expires_in_ms, followed by ':drop' when on_expiry is
--- drop.
+-- drop; its dedup ('' for none, else "<d|r><ttl ms>:<key>"); and its
+-- dependencies ('' for none, else "<d|i>" then each ref "<queue>/<id>",
+-- after '=' when it is in this slot, space-separated; see lib/deps.lua).
 -- Answers, one request after the other, a status and then, when it is
--- 'OK', per job 1 when created, else the view of the job already known
--- under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
+-- 'OK', per job 1 when created ({'made', view} when created waiting for
+-- dependencies), else the view of the job already known under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it, 'UNREGISTERED' and
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
-local PER_JOB = 10
+local PER_JOB = 11
 
 -- Reads the section that starts at `at`: the requests ({first, count, n}:
 -- where its jobs start in ARGV, how many, and the number of jobs before
@@ -120,7 +122,8 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
         if argv[base + 9] == '' or not dedupe(c, argv, base, d, w.owners or NONE, now) then
           fresh[id] = base
           order[#order + 1] = base
-          want_tag(argv, base, base, argv[base + 4], prios, groups, arrivals)
+          -- One with dependencies waits, and takes its tag when released.
+          if argv[base + 10] == '' then want_tag(argv, base, base, argv[base + 4], prios, groups, arrivals) end
         end
       end
     end
@@ -131,12 +134,16 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
     -- is of that priority, or it takes none.
     prios, groups, arrivals = {}, {}, {}
     for _, base in ipairs(order) do
-      want_tag(argv, source[base] or base, base, argv[base + 4], prios, groups, arrivals)
+      if argv[base + 10] == '' then want_tag(argv, source[base] or base, base, argv[base + 4], prios, groups, arrivals) end
     end
   end
   for _, owner in ipairs(d and d.replaces or NONE) do
     local replacing = d.replacing[owner]
-    want_tag(argv, replacing.base, replacing.base, replacing.job.group or '', prios, groups, arrivals)
+    -- One still waiting for its dependencies stays so, with its new fields.
+    replacing.waiting = number(c, 'depending') > 0 and redis.call('ZSCORE', c.q.waiting, owner) ~= false
+    if not replacing.waiting then
+      want_tag(argv, replacing.base, replacing.base, replacing.job.group or '', prios, groups, arrivals)
+    end
   end
   local tags = take_tags(c, prios, groups, arrivals)
   if not tags then return false end
@@ -169,7 +176,10 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
       w.expiry_due[#w.expiry_due + 1] = deadline
       w.expiry_due[#w.expiry_due + 1] = id
     end
-    if delay > 0 then
+    if argv[base + 10] ~= '' then
+      w.depends = w.depends or {}
+      w.depends[#w.depends + 1] = base
+    elseif delay > 0 then
       w.scheduled[#w.scheduled + 1] = ms(now + delay)
       w.scheduled[#w.scheduled + 1] = id
     else
@@ -196,17 +206,21 @@ local function take_requests(c, argv, requests, first, last, known, w, now)
   for _, owner in ipairs(d.replaces) do
     local replacing = d.replacing[owner]
     local job, from = replacing.job, replacing.base
-    take_out(c, owner, replacing.record)
     job.prio, job.body = int_of(argv[from + 1]), argv[from + 6]
     local delay = int_of(argv[from + 2])
-    if delay > 0 then
-      job.ready = now + delay
-      w.scheduled[#w.scheduled + 1] = ms(job.ready)
-      w.scheduled[#w.scheduled + 1] = owner
+    if replacing.waiting then
+      job.ready = job.enqueued + delay
     else
-      job.ready = now
-      place(c, w.adds, owner, job.prio, job.group, tags[next_tag])
-      next_tag = next_tag + 1
+      take_out(c, owner, replacing.record)
+      if delay > 0 then
+        job.ready = now + delay
+        w.scheduled[#w.scheduled + 1] = ms(job.ready)
+        w.scheduled[#w.scheduled + 1] = owner
+      else
+        job.ready = now
+        place(c, w.adds, owner, job.prio, job.group, tags[next_tag])
+        next_tag = next_tag + 1
+      end
     end
     records[#records + 1] = owner
     records[#records + 1] = encode(job)
@@ -254,6 +268,9 @@ local function enqueue_all(c, argv, enqueues, now, out)
       add(c, 'keyed', #w.dedup_of / 2)
     end
   end
+  for _, base in ipairs(w.depends or NONE) do
+    depend(c, argv[base], argv[base + 10], now)
+  end
 
   -- The answers: what was created here is 1, what was known its view.
   local answered = {}
@@ -270,7 +287,7 @@ local function enqueue_all(c, argv, enqueues, now, out)
           out[#out + 1] = other[2] and {'replaced', view(q, other[1])} or view(q, other[1])
         elseif w.created[id] and not answered[id] then
           answered[id] = true
-          out[#out + 1] = 1
+          out[#out + 1] = argv[base + 10] == '' and 1 or {'made', view(q, id)}
         else
           out[#out + 1] = view(q, id)
         end

@@ -4,7 +4,8 @@
 --
 -- lua/lib/ holds the parts every function shares, by subject, in the
 -- order they load: layout (this file), record, meta, fair (the fair order,
--- caps and rates), dedup (who holds a dedup key), transitions, pages; then
+-- caps and rates), dedup (who holds a dedup key), transitions, deps
+-- (dependencies), pages; then
 -- the parts of `exchange` (ack, enqueue, claim). lua/ holds one file per
 -- function. The loader
 -- (src/queue/store/library.rs) puts `#!lua name=prioq_<version>`, `local
@@ -56,6 +57,25 @@
 --                     was asked (it ends cancelled with its lease), and of
 --                     a cancelled job kept (in `completed`, its result in
 --                     `results`: the view says `cancelled`)
+--   waiting    zset   id -> enqueued_at (ms), of each job waiting for its
+--                     dependencies (state `waiting`; see lib/deps.lua)
+--   after      hash   id -> "<d|i> <ref> <ref>...": the dependencies of a
+--                     job enqueued with `after` (d: it goes to the DLQ
+--                     when one fails, i: failures count as finished),
+--                     each ref "<queue>/<id>"; until the job ends
+--   after:left hash   id -> its dependencies not finished yet
+--   after:done hash   "<id> <ref>" -> "<outcome>:<result>" of each of its
+--                     dependencies that finished (outcome c completed,
+--                     d dead, x cancelled, g deleted): a dependency is
+--                     counted once, however often its end is told
+--   after:early zset  "<id> <ref>" -> when the end of a dependency was
+--                     told before its dependant was made (its enqueue
+--                     registers with the dependency first); the dependant's
+--                     enqueue takes it, else the sweeper forgets it
+--   outbox     hash   id -> "<outcome>:<result>" of an ended job whose
+--                     dependants in other slots are still to be told
+--   outbox:due zset   id -> when it ended
+--   depended   set    the jobs that have a dependants set (below)
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,
@@ -80,6 +100,8 @@
 --                       on a queue without any need not look there
 --                     keyed: the entries in `dedup:of`, likewise
 --                     cancelling: the entries in `cancels`, likewise
+--                     depending: the entries in `after`, likewise;
+--                       depended: the dependants sets, likewise
 --                     w: until when (ms) a wait for a job may be running
 --                       on some instance: ended jobs are published then
 --                     g:<group>: the named group's rate limit bucket,
@@ -112,6 +134,9 @@
 -- group is named `!throttled`: group names are job ids. Group keys are
 -- named from the group inside the functions: they share the queue's hash
 -- tag, so they live in the slot of the declared keys.
+-- and, for each job with dependants, `<key base>dependants:<id>`, a set of
+-- them: "=<id>" for one in this slot, "<queue>/<id>" for one elsewhere
+-- (the key base is the queue's key names up to their last part).
 -- `q.wake` is the queue's wake-up channel, `<prefix>:{<queue>}:wake`, and
 -- `q.group_prefix` the prefix of its group keys (arguments, not keys). Its
 -- `done` channel, the same with `done` for `wake`, hears the ids of jobs
@@ -171,6 +196,10 @@ local function fields_of(prio)
   end
   return fields
 end
+
+-- Set by lib/deps.lua, which loads after the transitions it uses: tells
+-- the dependants of the jobs a call ended, at `settle`.
+local on_ended
 
 local function fail(code)
   error({err = code})

@@ -4,10 +4,10 @@
 
 -- The fields of `meta` a call reads besides the settings: the largest
 -- weight, the bulk floor's count, the named groups' jobs in flight, the
--- entries of `progress`, of `expiry`, of `dedup:of` and of `cancels`,
--- until when a wait may run.
-local STATE = {'max_weight', 'floor', 'i:', 'progress', 'expiring', 'keyed', 'cancelling', 'w', 'throttled', 'registered',
-  'deleting'}
+-- entries of `progress`, of `expiry`, of `dedup:of`, of `cancels` and of
+-- `after`, the dependants sets, until when a wait may run.
+local STATE = {'max_weight', 'floor', 'i:', 'progress', 'expiring', 'keyed', 'cancelling', 'depending', 'depended', 'w',
+  'throttled', 'registered', 'deleting'}
 
 -- The fields every call reads, once: the settings, as the loader's
 -- SETTINGS (from the table in src/queue/settings/table.rs) lists them,

@@ -4,9 +4,19 @@
 -- Jobs `ids` ended at `now` (acked, dead-lettered, deleted, expired):
 -- their progress and their expiry go, their dedup keys are let go (at
 -- once when `removed`: deleted or dropped, else once their ttl has
--- passed), and those waiting on them hear of it at `settle`.
-local function ended(c, ids, now, removed)
+-- passed), and those waiting on them hear of it at `settle`: the waits,
+-- and the jobs that depend on them (`outcome`: 'c' completed, with its
+-- result in `results[id]`, 'd' dead, 'x' cancelled, 'g' deleted; see
+-- lib/deps.lua; none for a job that had ended before).
+local function ended(c, ids, now, removed, outcome, results)
   if #ids == 0 then return end
+  if outcome and (number(c, 'depending') > 0 or number(c, 'depended') > 0) then
+    local told = c.told or {}
+    for _, id in ipairs(ids) do
+      told[#told + 1] = {id, outcome, results and results[id] or ''}
+    end
+    c.told = told
+  end
   if number(c, 'progress') > 0 then
     add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
   end
@@ -46,7 +56,7 @@ local function end_cancelled(c, id, record, now)
     redis.call('HDEL', q.jobs, id)
     forget_cancels(c, {id})
   end
-  ended(c, {id}, now, retain == 0)
+  ended(c, {id}, now, retain == 0, 'x')
 end
 
 -- A number as `meta` keeps it: whole ones as integers (a quicker
@@ -64,6 +74,7 @@ end
 -- out before it reached the live ones, `c.look_again`).
 local function settle(c)
   local q = c.q
+  if c.told then on_ended(c) end
   local sets, gone = {}, {}
   for field in pairs(c.dirty) do
     local value = c.meta[field]
@@ -140,6 +151,7 @@ end
 local function take_out(c, id, record)
   local q = c.q
   if redis.call('ZREM', q.scheduled, id) == 1 then return true end
+  if number(c, 'depending') > 0 and redis.call('ZREM', q.waiting, id) == 1 then return true end
   local group = group_of(record)
   if not group then return redis.call('ZREM', q.pending, id) == 1 end
   local prio = decode(record).prio
@@ -170,14 +182,14 @@ end
 -- removed when its on_expiry is drop. `c.expired` counts them.
 local function expire(c, gone, now)
   if #gone == 0 then return end
-  local q, ids, dropped = c.q, {}, {}
-  for i, job in ipairs(gone) do
+  local q, buried, dropped = c.q, {}, {}
+  for _, job in ipairs(gone) do
     local id, record, entry = job[1], job[2], job[3]
-    ids[i] = id
     local _, drop = deadline_of(entry)
     if drop then
       dropped[#dropped + 1] = id
     else
+      buried[#buried + 1] = id
       local decoded = decode(record)
       decoded.error = 'expired'
       make_dead(q, id, decoded, now)
@@ -187,7 +199,8 @@ local function expire(c, gone, now)
     redis.call('HDEL', q.jobs, unpack(dropped))
     let_go(c, dropped, now, true)
   end
-  ended(c, ids, now)
+  ended(c, buried, now, false, 'd')
+  ended(c, dropped, now, true, 'g')
   c.expired = (c.expired or 0) + #gone
 end
 
@@ -242,16 +255,33 @@ end
 -- The reply for one job, in any state, as the Rust side parses it: {id,
 -- record, state, state time (run_at, lease deadline, dead_at or
 -- completed_at), lease entry, progress, result of a completed job ('' for
--- none), `expiry` entry, the dedup key it holds, its `cancels` entry};
--- false for each part the job does not have.
-local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel)
+-- none), `expiry` entry, the dedup key it holds, its `cancels` entry, its
+-- dependencies (see `dependencies_of`)}; false for each part the job does
+-- not have.
+local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel, after)
   return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false,
-    key or false, cancel or false}
+    key or false, cancel or false, after or false}
+end
+
+-- The dependencies of job `id`, whose `after` entry is `entry`: {entry,
+-- the number not finished, then per ref its `after:done` entry or false}.
+local function dependencies_of(q, id, entry)
+  local fields = {}
+  for ref in string.gmatch(string.sub(entry, 3), '%S+') do
+    fields[#fields + 1] = id .. ' ' .. ref
+  end
+  local out = {entry, redis.call('HGET', q.after_left, id) or '0'}
+  local done = redis.call('HMGET', q.after_done, unpack(fields))
+  for i = 1, #fields do
+    out[i + 2] = done[i]
+  end
+  return out
 end
 
 -- The reply for one job (see job_reply), read from wherever it is. Needs
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
--- q.results, q.progress, q.expiry, q.dedup_of and q.cancels.
+-- q.results, q.progress, q.expiry, q.dedup_of, q.cancels, q.waiting,
+-- q.after, q.after_left and q.after_done.
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
@@ -271,11 +301,14 @@ local function view(q, id)
       elseif redis.call('ZSCORE', q.completed, id) then
         state = cancel and 'cancelled' or 'completed'
         at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
+      elseif redis.call('ZSCORE', q.waiting, id) then
+        state = 'waiting'
       end
     end
   end
+  local after = redis.call('HGET', q.after, id)
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
-    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel)
+    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel, after and dependencies_of(q, id, after))
 end
 
 -- The token of a `leases` entry.
@@ -386,7 +419,14 @@ local function ack_all(c, argv, first, last, now)
       redis.call('HSET', q.results, unpack(results))
       redis.call('HSET', q.leases, unpack(marks))
     end
-    ended(c, ending, now)
+    local results
+    if number(c, 'depended') > 0 then
+      results = {}
+      for i, id in ipairs(ids) do
+        if statuses[i] == 'OK' then results[id] = argv[first + 3 * i - 1] end
+      end
+    end
+    ended(c, ending, now, false, 'c', results)
     if in_flight then wake_if_slot_freed(c, in_flight) end
   end
   return statuses
@@ -435,7 +475,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   leave_processing(c, job.group)
   if state == 'dead' then
     make_dead(q, id, job, now)
-    ended(c, {id}, now)
+    ended(c, {id}, now, false, 'd')
   elseif state == 'scheduled' then
     make_scheduled(q, id, job, now + delay)
   end

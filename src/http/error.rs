@@ -137,6 +137,9 @@ impl From<QueueError> for ApiError {
                 };
                 Self::validation(field, reason)
             }
+            QueueError::UnknownDependency { job, at } => {
+                Self::validation(format!("jobs[{job}].after[{at}]"), "names no job")
+            }
             QueueError::ShardsChanged => Self::BackendUnavailable {
                 detail: "the queue's number of shards is being changed; the request had no effect, retry it",
                 effect: Effect::None,

@@ -41,7 +41,7 @@ pub fn request_duration(route: &str, status: u16) -> metrics::Histogram {
 /// A per-queue gauge: name, help, and how to read it from the stats.
 type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
-const QUEUE_GAUGES: [QueueGauge; 7] = [
+const QUEUE_GAUGES: [QueueGauge; 8] = [
     ("prioq_jobs_processing", "Jobs leased to a worker.", |s| {
         s.processing
     }),
@@ -70,6 +70,11 @@ const QUEUE_GAUGES: [QueueGauge; 7] = [
         "prioq_groups_rate_limited",
         "Named groups held back by group_rate_limit until their next token.",
         |s| s.rate_limited_groups,
+    ),
+    (
+        "prioq_jobs_waiting",
+        "Jobs waiting for their dependencies.",
+        |s| s.waiting,
     ),
 ];
 

@@ -16,9 +16,11 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, JsonBody, OptionalJsonBody, objects};
-use super::params::{JobPath, QueuePath, is_job_id};
+use super::params::{JobPath, QueueName, QueuePath, is_job_id};
 use crate::otel::{self, TraceHeaders};
-use crate::queue::{Dedup, Enqueued, Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, QueueError};
+use crate::queue::{
+    After, Dedup, Enqueued, Expiry, Job, JobState, MAX_RETAIN_MS, NewJob, Outcome, QueueError,
+};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -107,6 +109,29 @@ pub struct EnqueueRequest {
     /// Deduplication by key: another enqueue with the key is answered
     /// with the job that holds it (see `DedupRequest`).
     dedup: Option<DedupRequest>,
+    /// The jobs this one waits for (1 to 100): each a job id of this queue,
+    /// or `queue/id` of another; in a batch, an earlier entry's id too.
+    /// The job is `waiting` (never claimed) until every one of them is
+    /// `completed`, then `pending` (or `scheduled`, its delay counted from
+    /// then). A ref to no job answers 422 and nothing is enqueued.
+    #[schema(min_items = 1, max_items = 100, example = json!(["fetch-1", "images/resize-7"]))]
+    after: Option<Vec<String>>,
+    /// What a dependency that ends dead, cancelled or deleted does to this
+    /// job: `dead` (the default; it goes to the DLQ, its `last_error`
+    /// naming the dependency) or `ignore` (it counts as finished). Only
+    /// with `after`.
+    on_dependency_failure: Option<OnDependencyFailure>,
+}
+
+/// What a failed dependency does to the job that waits for it.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDependencyFailure {
+    /// To the DLQ, its `last_error` naming the dependency (the default).
+    #[default]
+    Dead,
+    /// Counts as finished.
+    Ignore,
 }
 
 /// A job's dedup key. The job that takes it holds it while it is pending,
@@ -165,7 +190,7 @@ pub(super) fn default_priority() -> u8 {
 
 impl EnqueueRequest {
     /// Checks the ranges serde cannot; `field` prefixes the field names.
-    fn into_new_job(self, field: &str, default_max_attempts: u32) -> Result<NewJob> {
+    fn into_new_job(self, field: &str, queue: &str, default_max_attempts: u32) -> Result<NewJob> {
         let chars = self.task.chars().count();
         if !(1..=MAX_TASK_CHARS).contains(&chars) {
             return Err(ApiError::validation(
@@ -217,6 +242,19 @@ impl EnqueueRequest {
             }),
         };
         let dedup = self.dedup.map(|dedup| dedup.checked(field)).transpose()?;
+        let after = match (self.after, self.on_dependency_failure) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(ApiError::validation(
+                    format!("{field}on_dependency_failure"),
+                    "needs after",
+                ));
+            }
+            (Some(refs), on_failure) => Some(After {
+                refs: checked_refs(field, queue, refs)?,
+                ignore_failure: matches!(on_failure, Some(OnDependencyFailure::Ignore)),
+            }),
+        };
         let max_attempts = self.max_attempts.unwrap_or(default_max_attempts);
         if !(1..=1000).contains(&max_attempts) {
             return Err(ApiError::validation(
@@ -235,9 +273,41 @@ impl EnqueueRequest {
             retain_ms: self.retain_ms,
             expiry,
             dedup,
+            after,
             trace: None,
         })
     }
+}
+
+/// The most dependencies a job may have.
+const MAX_AFTER: usize = 100;
+
+/// The refs of an `after` as `(queue, id)`, each once: `id` names a job of
+/// `queue`, `other/id` one of queue `other`.
+fn checked_refs(field: &str, queue: &str, refs: Vec<String>) -> Result<Vec<(String, String)>> {
+    if !(1..=MAX_AFTER).contains(&refs.len()) {
+        return Err(ApiError::validation(
+            format!("{field}after"),
+            "must hold 1 to 100 refs",
+        ));
+    }
+    let mut checked: Vec<(String, String)> = Vec::with_capacity(refs.len());
+    for (i, reference) in refs.into_iter().enumerate() {
+        let (other_queue, id) = match reference.split_once('/') {
+            Some((other_queue, id)) => (other_queue.to_owned(), id.to_owned()),
+            None => (queue.to_owned(), reference),
+        };
+        if QueueName::try_from(other_queue.clone()).is_err() || !is_job_id(&id) {
+            return Err(ApiError::validation(
+                format!("{field}after[{i}]"),
+                "must be a job id, or a queue name, `/` and a job id",
+            ));
+        }
+        if !checked.iter().any(|(q, j)| *q == other_queue && *j == id) {
+            checked.push((other_queue, id));
+        }
+    }
+    Ok(checked)
 }
 
 impl DedupRequest {
@@ -285,8 +355,10 @@ pub(super) fn scheduled_job(
         expires_in_ms: None,
         on_expiry: None,
         dedup: None,
+        after: None,
+        on_dependency_failure: None,
     }
-    .into_new_job("", default_max_attempts)
+    .into_new_job("", "", default_max_attempts)
 }
 
 /// Many jobs to add at once.
@@ -319,6 +391,8 @@ pub enum StateName {
     Completed,
     /// Ended by a cancel; kept until its retention ends.
     Cancelled,
+    /// Waiting for its dependencies to complete; never claimed.
+    Waiting,
 }
 
 /// A job, as every endpoint that returns one shows it.
@@ -376,6 +450,14 @@ pub struct JobView {
     pub cancel_requested: bool,
     /// The reason its cancel gave; null when none.
     pub cancel_reason: Option<String>,
+    /// The dependencies not finished yet of a job enqueued with `after`,
+    /// until it ends; null for a job without any.
+    pub waiting_for: Option<u32>,
+    /// The dependencies of a job enqueued with `after`, in its order,
+    /// until it ends: how each ended (`state` null while it has not) and
+    /// the result of each completed one; null for a job without any. A
+    /// claim's answer has them all finished.
+    pub dependencies: Option<Vec<DependencyView>>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -419,6 +501,7 @@ impl JobView {
                 JobState::Dead => StateName::Dead,
                 JobState::Completed => StateName::Completed,
                 JobState::Cancelled => StateName::Cancelled,
+                JobState::Waiting => StateName::Waiting,
             },
             attempts: job.attempts,
             max_attempts: job.max_attempts,
@@ -441,10 +524,50 @@ impl JobView {
                 tracestate: Some(trace.tracestate).filter(|s| !s.is_empty()),
             }),
             dedup_key: job.dedup_key,
+            waiting_for: job.dependencies.as_ref().map(|deps| deps.left),
+            dependencies: job.dependencies.map(|deps| {
+                deps.list
+                    .into_iter()
+                    .map(|dependency| DependencyView {
+                        reference: dependency.reference,
+                        state: dependency.outcome.map(|outcome| match outcome {
+                            Outcome::Completed => DependencyState::Completed,
+                            Outcome::Dead => DependencyState::Dead,
+                            Outcome::Cancelled => DependencyState::Cancelled,
+                            Outcome::Deleted => DependencyState::Deleted,
+                        }),
+                        result: dependency.result,
+                    })
+                    .collect()
+            }),
             created: None,
             replaced: None,
         }
     }
+}
+
+/// One dependency of a job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DependencyView {
+    /// `queue/id`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// How it ended; null while it has not.
+    pub state: Option<DependencyState>,
+    /// What its worker sent with its ack (completed ones); null for none.
+    #[schema(value_type = Option<Value>)]
+    pub result: Option<Box<RawValue>>,
+}
+
+/// How a dependency ended.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyState {
+    Completed,
+    Dead,
+    Cancelled,
+    /// Deleted, or dropped on expiry, before it ended.
+    Deleted,
 }
 
 impl JobView {
@@ -495,14 +618,20 @@ pub async fn enqueue(
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response> {
     let queue = path.queue.as_str();
-    let mut job = request.into_new_job("", state.config.max_attempts)?;
+    let mut job = request.into_new_job("", queue, state.config.max_attempts)?;
     job.trace = TraceHeaders::from_headers(&headers);
     let span = otel::send_span(queue, job.trace.as_ref(), 1);
     let enqueued = state
         .broker
         .enqueue(queue, vec![job])
         .instrument(span.clone())
-        .await?
+        .await
+        .map_err(|error| match error {
+            QueueError::UnknownDependency { at, .. } => {
+                ApiError::validation(format!("after[{at}]"), "names no job")
+            }
+            error => error.into(),
+        })?
         .pop()
         .ok_or_else(|| {
             QueueError::Unknown(anyhow::anyhow!(
@@ -557,7 +686,8 @@ pub async fn enqueue_batch(
         .into_iter()
         .enumerate()
         .map(|(i, job)| {
-            let mut job = job.into_new_job(&format!("jobs[{i}]."), state.config.max_attempts)?;
+            let mut job =
+                job.into_new_job(&format!("jobs[{i}]."), queue, state.config.max_attempts)?;
             job.trace.clone_from(&trace);
             Ok(job)
         })

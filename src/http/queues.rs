@@ -40,6 +40,8 @@ pub struct QueueView {
     paused: bool,
     /// Jobs acked and kept until their retention ends.
     completed: u64,
+    /// Jobs waiting for their dependencies (never claimed until released).
+    waiting: u64,
     /// The number of Redis hash slots the queue's jobs are spread over
     /// (its `shards` setting).
     shards: u32,
@@ -77,6 +79,7 @@ impl QueueView {
             groups: stats.groups,
             paused: stats.paused,
             completed: stats.completed,
+            waiting: stats.waiting,
             shards: stats.shards,
         }
     }

@@ -32,6 +32,10 @@ pub enum QueueError {
     /// again.
     #[error("the queue is not on the list of queues")]
     Unregistered,
+    /// Ref `at` of the `after` of the request's job `job` names no job:
+    /// nothing was made.
+    #[error("a dependency names no job")]
+    UnknownDependency { job: usize, at: usize },
     /// The queue is being deleted: nothing was written.
     #[error("the queue is being deleted")]
     Deleting,
@@ -74,6 +78,7 @@ impl QueueError {
             Self::Conflict => Self::Conflict,
             Self::NotEmpty => Self::NotEmpty,
             Self::SequenceExhausted => Self::SequenceExhausted,
+            &Self::UnknownDependency { job, at } => Self::UnknownDependency { job, at },
             Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::ShardsChanged => Self::ShardsChanged,
             Self::Unregistered => Self::Unregistered,

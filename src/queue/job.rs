@@ -17,6 +17,85 @@ pub enum JobState {
     Completed,
     /// Ended by a cancel, and kept until its retention ends.
     Cancelled,
+    /// Waiting for its dependencies to complete.
+    Waiting,
+}
+
+/// How a dependency of a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    Dead,
+    Cancelled,
+    Deleted,
+}
+
+/// One dependency of a job: its ref (`queue/id`), and how it ended, with
+/// its result when it completed with one; `None` while it has not ended.
+#[derive(Debug, Clone)]
+pub struct Dependency {
+    pub reference: String,
+    pub outcome: Option<Outcome>,
+    pub result: Option<Box<RawValue>>,
+}
+
+/// The dependencies of a job enqueued with `after`.
+#[derive(Debug, Clone)]
+pub struct Dependencies {
+    /// A failed dependency counts as finished (else it fails the job).
+    pub ignore_failure: bool,
+    /// Those not finished yet.
+    pub left: u32,
+    pub list: Vec<Dependency>,
+}
+
+impl Dependencies {
+    /// From `dependencies_of` in `lua/lib/transitions.lua`: the `after`
+    /// entry ("<d|i> ref..."), the number left, then per ref its
+    /// `after:done` entry ("<outcome>:<result>") or nil.
+    pub(crate) fn parse(items: Vec<Option<String>>) -> Option<Self> {
+        let mut items = items.into_iter();
+        let entry = items.next()??;
+        let left = items.next()??.parse().ok()?;
+        let mut words = entry.split(' ');
+        let ignore_failure = match words.next()? {
+            "i" => true,
+            "d" => false,
+            _ => return None,
+        };
+        let list = words
+            .zip(items)
+            .map(|(reference, done)| {
+                let (outcome, result) = match done {
+                    None => (None, None),
+                    Some(done) => {
+                        let (outcome, result) = done.split_once(':')?;
+                        let outcome = match outcome {
+                            "c" => Outcome::Completed,
+                            "d" => Outcome::Dead,
+                            "x" => Outcome::Cancelled,
+                            "g" => Outcome::Deleted,
+                            _ => return None,
+                        };
+                        let result = (!result.is_empty())
+                            .then(|| RawValue::from_string(result.to_owned()).ok())
+                            .flatten();
+                        (Some(outcome), result)
+                    }
+                };
+                Some(Dependency {
+                    reference: reference.to_owned(),
+                    outcome,
+                    result,
+                })
+            })
+            .collect::<Option<_>>()?;
+        Some(Self {
+            ignore_failure,
+            left,
+            list,
+        })
+    }
 }
 
 /// A job's current lease.
@@ -60,6 +139,8 @@ pub struct Job {
     /// The reason of the cancel asked of it (`Some("")` for none given):
     /// a processing job's, or a cancelled job's.
     pub cancel: Option<String>,
+    /// Those of a job enqueued with `after`, until it ends.
+    pub dependencies: Option<Dependencies>,
     pub trace: Option<TraceHeaders>,
 }
 
@@ -95,6 +176,7 @@ impl Job {
             expires_at_ms: None,
             dedup_key: None,
             cancel: None,
+            dependencies: None,
             trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
                 traceparent: traceparent.to_owned(),
                 tracestate: tracestate.to_owned(),
@@ -110,8 +192,8 @@ pub(crate) fn expires_at(entry: &str) -> Option<i64> {
 }
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result, expiry, dedup key, cancels entry}` (see `view` in
-/// `lua/lib/transitions.lua`).
+/// progress, result, expiry, dedup key, cancels entry, dependencies}` (see
+/// `view` in `lua/lib/transitions.lua`).
 type RawView = (
     String,
     Vec<u8>,
@@ -123,11 +205,12 @@ type RawView = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<Vec<Option<String>>>,
 );
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, progress, result, expiry, dedup_key, cancel) =
+        let (id, record, state, at, lease, progress, result, expiry, dedup_key, cancel, after) =
             RawView::from_redis_value(v)?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
@@ -138,6 +221,12 @@ impl FromRedisValue for Job {
         job.dedup_key = dedup_key;
         // `:reason`, the reason empty when none was given.
         job.cancel = cancel.map(|entry| entry.strip_prefix(':').unwrap_or(&entry).to_owned());
+        job.dependencies = match after {
+            Some(items) => Some(
+                Dependencies::parse(items).ok_or_else(|| String::from("malformed dependencies"))?,
+            ),
+            None => None,
+        };
         Ok(job)
     }
 }
@@ -158,6 +247,7 @@ fn decode_view(
         "dead" => JobState::Dead,
         "completed" => JobState::Completed,
         "cancelled" => JobState::Cancelled,
+        "waiting" => JobState::Waiting,
         _ => return None,
     };
     let lease = match (state, lease) {

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Broker;
 use super::counters::QueueCounters;
+use super::deps::After;
 use super::error::{QueueError, Result};
 use super::exchange::{
     Ack, AckOutcome, ClaimEntry, Claimed, Dedup, Expiry, Held, Known, OutgoingJob, reserve_arrivals,
@@ -52,14 +53,17 @@ pub struct NewJob {
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
     pub dedup: Option<Dedup>,
+    /// The jobs it waits for.
+    pub after: Option<After>,
     /// The W3C trace it was enqueued under.
     pub trace: Option<TraceHeaders>,
 }
 
 impl NewJob {
     /// The job on its way to Redis under `id`, with its arrival number in
-    /// a sharded queue when its request took one per job.
-    fn outgoing(&self, id: &str, arrival: Option<u64>) -> OutgoingJob {
+    /// a sharded queue when its request took one per job, and its
+    /// dependencies as the function takes them.
+    fn outgoing(&self, id: &str, arrival: Option<u64>, after: Option<String>) -> OutgoingJob {
         OutgoingJob {
             id: id.to_owned(),
             priority: self.priority,
@@ -77,6 +81,7 @@ impl NewJob {
             arrival,
             expiry: self.expiry,
             dedup: self.dedup.clone(),
+            after,
         }
     }
 
@@ -110,6 +115,7 @@ impl NewJob {
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
             dedup_key: self.dedup.map(|dedup| dedup.key),
             cancel: None,
+            dependencies: None,
             trace: self.trace,
         }
     }
@@ -167,79 +173,97 @@ impl Broker {
                 })
             })
             .collect();
+        // Registered with the dependencies in other slots before the jobs
+        // are made: a dependency that ends meanwhile is told to its
+        // dependant's slot, where the dependant finds it when made.
+        let registration = self
+            .register_dependencies(queue, &shards, &jobs, &ids)
+            .await?;
         let mut answers: Vec<Option<(i64, Option<Known>, bool)>> =
             (0..jobs.len()).map(|_| None).collect();
-        let mut tries = 0;
-        loop {
-            let todo: Vec<usize> = (0..jobs.len()).filter(|i| answers[*i].is_none()).collect();
-            // A request split over shards numbers its jobs' arrivals in
-            // its own order, before the parts go their ways.
-            let spanned: HashSet<u32> = todo
-                .iter()
-                .map(|i| keys::shard_of(&ids[*i], shards.count()))
-                .collect();
-            let first_arrival = match spanned.len() > 1 {
-                true => {
-                    let meta = shards.home().keys.key(Key::Meta);
-                    let reserve = reserve_arrivals(&self.redis, meta, todo.len());
-                    Some(bounded_by(self.config.redis_timeout, reserve).await?)
-                }
-                false => None,
-            };
-            let outgoing = todo
-                .iter()
-                .enumerate()
-                .map(|(n, i)| {
-                    jobs[*i].outgoing(&ids[*i], first_arrival.map(|first| first + n as u64))
-                })
-                .collect();
-            let outcomes = scatter(
-                &shards,
-                outgoing,
-                |job| &job.id,
-                |lane, part| async move {
-                    let ids: Vec<String> = part.iter().map(|job| job.id.clone()).collect();
-                    let reply = lane.enqueue(part).await?;
-                    let made_here: Vec<bool> = (reply.known.iter().zip(&ids))
-                        .map(|(known, id)| {
-                            known
-                                .as_ref()
-                                .is_some_and(|known| reply.maybe_created_here(id, known))
-                        })
-                        .collect();
-                    let now = reply.now_ms;
-                    Ok((reply.known.into_iter().zip(made_here))
-                        .map(|(known, made_here)| (now, known, made_here))
-                        .collect())
-                },
-            )
-            .await;
-            let mut failure = None;
-            for (i, outcome) in todo.into_iter().zip(outcomes) {
-                match outcome {
-                    Ok(answer) => answers[i] = Some(answer),
-                    Err(error) => failure = Some(error),
-                }
+        for step in 0..registration.step_count() {
+            if step > 0 {
+                self.register_step(queue, &shards, &ids, &registration, step)
+                    .await?;
             }
-            match failure {
-                None => break,
-                Some(QueueError::ShardsChanged) if tries < REROUTES => {
-                    tries += 1;
-                    shards = self.shards.reroute(queue).await?;
+            let mut tries = 0;
+            loop {
+                let todo: Vec<usize> = (0..jobs.len())
+                    .filter(|i| answers[*i].is_none() && registration.steps[*i] == step)
+                    .collect();
+                // A request split over shards numbers its jobs' arrivals in
+                // its own order, before the parts go their ways.
+                let spanned: HashSet<u32> = todo
+                    .iter()
+                    .map(|i| keys::shard_of(&ids[*i], shards.count()))
+                    .collect();
+                let first_arrival = match spanned.len() > 1 {
+                    true => {
+                        let meta = shards.home().keys.key(Key::Meta);
+                        let reserve = reserve_arrivals(&self.redis, meta, todo.len());
+                        Some(bounded_by(self.config.redis_timeout, reserve).await?)
+                    }
+                    false => None,
+                };
+                let outgoing = todo
+                    .iter()
+                    .enumerate()
+                    .map(|(n, i)| {
+                        jobs[*i].outgoing(
+                            &ids[*i],
+                            first_arrival.map(|first| first + n as u64),
+                            registration.after[*i].clone(),
+                        )
+                    })
+                    .collect();
+                let outcomes = scatter(
+                    &shards,
+                    outgoing,
+                    |job| &job.id,
+                    |lane, part| async move {
+                        let ids: Vec<String> = part.iter().map(|job| job.id.clone()).collect();
+                        let reply = lane.enqueue(part).await?;
+                        let made_here: Vec<bool> = (reply.known.iter().zip(&ids))
+                            .map(|(known, id)| {
+                                known
+                                    .as_ref()
+                                    .is_some_and(|known| reply.maybe_created_here(id, known))
+                            })
+                            .collect();
+                        let now = reply.now_ms;
+                        Ok((reply.known.into_iter().zip(made_here))
+                            .map(|(known, made_here)| (now, known, made_here))
+                            .collect())
+                    },
+                )
+                .await;
+                let mut failure = None;
+                for (i, outcome) in todo.into_iter().zip(outcomes) {
+                    match outcome {
+                        Ok(answer) => answers[i] = Some(answer),
+                        Err(error) => failure = Some(error),
+                    }
                 }
-                // Not listed (new to this Redis, or deleted meanwhile).
-                Some(QueueError::Unregistered) if tries < REROUTES => {
-                    tries += 1;
-                    self.register(queue, true).await?;
-                    shards = self.shards.of(queue).await?;
+                match failure {
+                    None => break,
+                    Some(QueueError::ShardsChanged) if tries < REROUTES => {
+                        tries += 1;
+                        shards = self.shards.reroute(queue).await?;
+                    }
+                    // Not listed (new to this Redis, or deleted meanwhile).
+                    Some(QueueError::Unregistered) if tries < REROUTES => {
+                        tries += 1;
+                        self.register(queue, true).await?;
+                        shards = self.shards.of(queue).await?;
+                    }
+                    // Some jobs went in: the request's effect is partial.
+                    Some(error) if answers.iter().any(Option::is_some) => {
+                        return Err(QueueError::Unknown(anyhow::Error::new(error).context(
+                            "the jobs of some shards were enqueued, the others' failed",
+                        )));
+                    }
+                    Some(error) => return Err(error),
                 }
-                // Some jobs went in: the request's effect is partial.
-                Some(error) if answers.iter().any(Option::is_some) => {
-                    return Err(QueueError::Unknown(anyhow::Error::new(error).context(
-                        "the jobs of some shards were enqueued, the others' failed",
-                    )));
-                }
-                Some(error) => return Err(error),
             }
         }
         let mut deduplicated = 0;
@@ -260,8 +284,8 @@ impl Broker {
                 // A job this request's own first send may have made is
                 // answered as made here, in its stored form.
                 Some(known) => Enqueued {
+                    created: made_here || known.made,
                     job: known.job,
-                    created: made_here,
                     replaced: known.replaced,
                 },
                 None => Enqueued {

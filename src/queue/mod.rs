@@ -17,6 +17,7 @@
 //!   between instances; `counters`: this instance's counters per queue.
 
 mod counters;
+mod deps;
 mod error;
 mod exchange;
 mod job;
@@ -37,12 +38,13 @@ use std::time::Duration;
 
 use redis::{self, FromRedisValue};
 
+pub use deps::After;
 pub use error::{QueueError, Result};
 pub use exchange::{
     Ack, AckOutcome, ClaimEntry, Claimed, Dedup, EnqueueReply, Exchange, Exchanged, Expiry, Held,
     Known, OutgoingJob, Route, exchange_answers, exchange_command,
 };
-pub use job::{Job, JobState, Lease, is_job_id};
+pub use job::{Dependencies, Dependency, Job, JobState, Lease, Outcome, is_job_id};
 pub use jobs::{ClaimOptions, Enqueued, MAX_RETAIN_MS, Nack, NewJob};
 pub use paging::{DeadPage, GroupPage, GroupStats, PageCursor};
 pub use schedules::{Cron, CronError, Debt, DueSchedule, Fired, Schedule, ScheduleSpec, job_id};

@@ -30,6 +30,8 @@ pub struct QueueStats {
     /// Named groups held back by `group_rate_limit` until their next
     /// token (in a sharded queue, once per shard that holds them).
     pub rate_limited_groups: u64,
+    /// Jobs waiting for their dependencies.
+    pub waiting: u64,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -43,7 +45,8 @@ pub struct ClassStats {
 /// The stats function's reply: counts by state, then
 /// `(priority, pending, oldest age ms)` per class, named groups, paused,
 /// completed, the shard's `shards` field (-k while a change from k is
-/// under way), and the groups it holds back by their rate limit.
+/// under way), the groups it holds back by their rate limit, and the jobs
+/// waiting for their dependencies.
 type RawStats = (
     u64,
     u64,
@@ -55,6 +58,7 @@ type RawStats = (
     u8,
     u64,
     i64,
+    u64,
     u64,
 );
 
@@ -94,6 +98,7 @@ impl Broker {
             completed,
             _,
             rate_limited,
+            waiting,
         ) in parts
         {
             stats.pending += pending;
@@ -105,6 +110,7 @@ impl Broker {
             stats.paused |= paused == 1;
             stats.completed += completed;
             stats.rate_limited_groups += rate_limited;
+            stats.waiting += waiting;
             for (priority, pending, oldest_age_ms) in shard_classes {
                 let class = classes.entry(priority).or_insert(ClassStats {
                     priority,

@@ -32,6 +32,9 @@ pub struct Swept {
     /// Fires of a sharded queue owed for a while (their instance stopped
     /// short), for [`Broker::pay`].
     pub owed: Vec<Debt>,
+    /// Ended jobs whose dependants elsewhere are still to be told, for
+    /// [`Broker::send_outbox`].
+    pub outboxed: u64,
 }
 
 /// The sweep function's reply.
@@ -46,6 +49,7 @@ type RawSwept = (
     Vec<String>,
     u32,
     Vec<String>,
+    u64,
     u64,
 );
 
@@ -90,8 +94,20 @@ impl Broker {
             .arg(&cursors.tags)
             .arg(&cursors.groups)
             .arg(owed_for.to_string());
-        let (reclaimed, dead, promoted, tags, groups, purged, now_ms, due, shards, owed, expired): RawSwept =
-            self.call(&cmd).await?;
+        let (
+            reclaimed,
+            dead,
+            promoted,
+            tags,
+            groups,
+            purged,
+            now_ms,
+            due,
+            shards,
+            owed,
+            expired,
+            outboxed,
+        ): RawSwept = self.call(&cmd).await?;
         known.counters.leases_expired.increment(reclaimed);
         known.counters.dead_lettered.increment(dead);
         known.counters.expired.increment(expired);
@@ -129,6 +145,7 @@ impl Broker {
             due,
             shards,
             owed,
+            outboxed,
         })
     }
 }

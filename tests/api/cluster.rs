@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::cancel::{check_cancel_processing, check_cancel_racing_ack};
 use crate::completion::{check_retention, check_wait_woken_across_instances};
 use crate::dedup::{check_dedup_racing_ack, check_drop_answers_the_holder, check_replace};
+use crate::dependencies::{check_across_queues, check_chain, check_failures};
 use crate::expiry::{check_claim_skips_expired_jobs, check_expiry_racing_claims};
 use crate::fairness::{
     check_fair_share, check_group_cap, check_pause, check_rate_limit, check_weights,
@@ -31,6 +32,21 @@ async fn cluster_a_claim_skips_expired_jobs_before_any_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_an_expiry_racing_claims_never_hands_out_an_expired_job() {
     check_expiry_racing_claims(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_chain_runs_in_order() {
+    check_chain(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_failed_dependency_fails_its_dependant() {
+    check_failures(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_dependency_in_another_slot_releases_its_dependant() {
+    check_across_queues(shared_cluster().config()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ mod claim_order;
 mod cluster;
 mod completion;
 mod dedup;
+mod dependencies;
 mod edges;
 mod endpoints;
 mod expiry;

@@ -42,6 +42,10 @@ pub struct OutgoingJob {
     pub arrival: Option<u64>,
     pub expiry: Option<Expiry>,
     pub dedup: Option<Dedup>,
+    /// Its dependencies as the enqueue part takes them: `<d|i>` (a failed
+    /// one fails the job, or is ignored), then each ref `queue/id`, after
+    /// `=` when it lives in the job's own shard, space-separated.
+    pub after: Option<String>,
 }
 
 /// When a job not claimed by then is never delivered, and what becomes of
@@ -72,6 +76,9 @@ pub struct Known {
     /// The job held the dedup key and was waiting: it took the enqueued
     /// job's task, args, priority and delay.
     pub replaced: bool,
+    /// The job was made by this enqueue, with dependencies: answered in
+    /// its stored form, which says whether it waits.
+    pub made: bool,
 }
 
 /// What the `exchange` function says of one enqueue request's jobs.

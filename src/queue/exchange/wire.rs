@@ -14,7 +14,7 @@ use super::{
     OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
-use crate::queue::job::{self, Job, JobState, Lease};
+use crate::queue::job::{self, Dependencies, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::new_id;
@@ -22,16 +22,27 @@ use crate::queue::store::record::new_id;
 /// Due scheduled jobs a claim promotes before it takes its own.
 pub(crate) const CLAIM_PROMOTE_BATCH: u32 = 100;
 
-/// `1` for a created job, else the view of the one already known, or
-/// `{'replaced', view}` for a waiting job its dedup key replaced.
+/// `1` for a created job, else the view of the one already known,
+/// `{'replaced', view}` for a waiting job its dedup key replaced, or
+/// `{'made', view}` for a job created with dependencies.
 pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
-    let (view, replaced) = match item {
+    let (view, mark) = match item {
         Value::Int(1) => return Ok(None),
-        Value::Array(mut items) if items.len() == 2 => (items.pop().ok_or_else(malformed)?, true),
-        view => (view, false),
+        Value::Array(items) if items.len() == 2 => {
+            let [mark, view]: [Value; 2] = items.try_into().map_err(|_| malformed())?;
+            (
+                view,
+                String::from_redis_value(mark).map_err(|_| malformed())?,
+            )
+        }
+        view => (view, String::new()),
     };
     let job = Job::from_redis_value(view).map_err(|_| malformed())?;
-    Ok(Some(Known { job, replaced }))
+    Ok(Some(Known {
+        job,
+        replaced: mark == "replaced",
+        made: mark == "made",
+    }))
 }
 
 /// The function's reply: Redis's time; every ack's status, the claims'
@@ -39,8 +50,9 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
 /// other (a status, then an item per job when it is `OK`); the claims'
 /// (the number of jobs leased, then id, record, token and deadline per
 /// job); why the claims got fewer jobs than asked, the wait for the next
-/// rate limit token, the jobs it found expired, and the `expiry` entries of
-/// the jobs leased that have one (id, entry pairs).
+/// rate limit token, the jobs it found expired, the `expiry` entries of
+/// the jobs leased that have one (id, entry pairs), and the dependencies
+/// of those that have some (id, dependencies pairs).
 type RawExchange = (
     i64,
     Vec<String>,
@@ -50,10 +62,11 @@ type RawExchange = (
     u64,
     u64,
     Vec<String>,
+    Vec<Value>,
 );
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// layout): their number, then ten arguments per job. `sharded` holds,
+/// layout): their number, then eleven arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(
@@ -84,7 +97,8 @@ pub(crate) fn push_jobs(
             .arg(job.dedup.as_ref().map_or_else(String::new, |dedup| {
                 let mode = if dedup.replace { 'r' } else { 'd' };
                 format!("{mode}{}:{}", dedup.ttl_ms, dedup.key)
-            }));
+            }))
+            .arg(job.after.as_deref().unwrap_or(""));
     }
 }
 
@@ -161,8 +175,16 @@ pub fn exchange_command(
 /// `exchange_command` call that carried them; an error when the reply does
 /// not fit them.
 pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
-    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry) =
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry, after) =
         RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
+    let mut dependencies = HashMap::new();
+    let mut after = after.into_iter();
+    while let Some(id) = after.next() {
+        let id = String::from_redis_value(id).map_err(|_| malformed())?;
+        let items = after.next().ok_or_else(malformed)?;
+        let items = Vec::<Option<String>>::from_redis_value(items).map_err(|_| malformed())?;
+        dependencies.insert(id, Dependencies::parse(items).ok_or_else(malformed)?);
+    }
     let mut expired = Some(expired);
     let expires_at: HashMap<&str, i64> = expiry
         .chunks_exact(2)
@@ -203,6 +225,7 @@ pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result
                 let mut outcome = claim_outcome(claim, &mut claimed, acked, held, expired)?;
                 for job in &mut outcome.jobs {
                     job.expires_at_ms = expires_at.get(job.id.as_str()).copied();
+                    job.dependencies = dependencies.get(job.id.as_str()).cloned();
                 }
                 Ok(Exchanged::Claimed(outcome))
             }

@@ -367,6 +367,7 @@ impl ScheduleSpec {
             arrival: None,
             expiry: None,
             dedup: None,
+            after: None,
         }
     }
 }

@@ -40,12 +40,20 @@ pub enum Key {
     DedupOf,
     DedupUntil,
     Cancels,
+    Waiting,
+    After,
+    AfterLeft,
+    AfterDone,
+    AfterEarly,
+    Outbox,
+    OutboxDue,
+    Depended,
     /// The list of queues: the one key of no queue's slot.
     Queues,
 }
 
 impl Key {
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 34] = [
         Self::Pending,
         Self::Scheduled,
         Self::Processing,
@@ -71,6 +79,14 @@ impl Key {
         Self::DedupOf,
         Self::DedupUntil,
         Self::Cancels,
+        Self::Waiting,
+        Self::After,
+        Self::AfterLeft,
+        Self::AfterDone,
+        Self::AfterEarly,
+        Self::Outbox,
+        Self::OutboxDue,
+        Self::Depended,
         Self::Queues,
     ];
 
@@ -102,6 +118,14 @@ impl Key {
             Self::DedupOf => "dedup:of",
             Self::DedupUntil => "dedup:until",
             Self::Cancels => "cancels",
+            Self::Waiting => "waiting",
+            Self::After => "after",
+            Self::AfterLeft => "after:left",
+            Self::AfterDone => "after:done",
+            Self::AfterEarly => "after:early",
+            Self::Outbox => "outbox",
+            Self::OutboxDue => "outbox:due",
+            Self::Depended => "depended",
             Self::Queues => "queues",
         }
     }
@@ -120,6 +144,10 @@ impl Key {
             Self::ExpiryDue => "expiry_due",
             Self::DedupOf => "dedup_of",
             Self::DedupUntil => "dedup_until",
+            Self::AfterLeft => "after_left",
+            Self::AfterDone => "after_done",
+            Self::AfterEarly => "after_early",
+            Self::OutboxDue => "outbox_due",
             other => other.name(),
         }
     }

@@ -20,13 +20,14 @@ use crate::queue::settings;
 /// The files of `lua/lib/`, which define no function, loaded first in
 /// this order: the helpers every function shares by subject, then the
 /// parts of `exchange`.
-const PARTS: [&str; 10] = [
+const PARTS: [&str; 11] = [
     include_str!("../../../lua/lib/layout.lua"),
     include_str!("../../../lua/lib/record.lua"),
     include_str!("../../../lua/lib/meta.lua"),
     include_str!("../../../lua/lib/fair.lua"),
     include_str!("../../../lua/lib/dedup.lua"),
     include_str!("../../../lua/lib/transitions.lua"),
+    include_str!("../../../lua/lib/deps.lua"),
     include_str!("../../../lua/lib/pages.lua"),
     include_str!("../../../lua/lib/ack.lua"),
     include_str!("../../../lua/lib/enqueue.lua"),
@@ -100,32 +101,36 @@ macro_rules! functions {
 }
 
 functions! {
-    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Writes 2 Once,
-    Drain "drain" in "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Once,
-    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Safe,
-    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels] Drains 0 Safe,
-    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Once,
-    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Safe,
-    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Expiry, DedupOf, Cancels] Reads 0 Safe,
-    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels] Drains 0 Safe,
-    Cancel "cancel" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Safe,
-    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Once,
+    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Once,
+    Drain "drain" in "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
+    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
+    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 0 Safe,
+    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
+    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
+    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Reads 0 Safe,
+    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 0 Safe,
+    Cancel "cancel" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
+    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
     Requeue "requeue" [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2 Once,
     DeadJobs "dead_jobs" [Dead, Jobs] Reads 0 Safe,
-    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed] Reads 0 Safe,
+    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed, Waiting] Reads 0 Safe,
     Ready "ready" [] Drains 0 Safe,
     Groups "groups" [Groups, Meta, Weights] Reads 0 Safe,
     Settings "settings" [Meta, Weights] Reads 0 Safe,
     Configure "configure" [Meta, Weights] Writes 1 Safe,
-    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Writes 2 Once,
+    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Once,
     Schedules "schedules" [Schedules, ScheduleDue, ScheduleRuns] Reads 0 Safe,
     PutSchedule "put_schedule" [Schedules, ScheduleDue, ScheduleRuns, Meta] Writes 0 Safe,
     DeleteSchedule "delete_schedule" [Schedules, ScheduleDue, ScheduleRuns] Drains 0 Once,
-    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Writes 2 Safe,
+    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
     Reshard "reshard" [Meta, Jobs] Writes 0 Safe,
     Register "register" [Queues] Writes 0 Safe,
     Listing "listing" [Meta] Writes 0 Safe,
-    Drop "drop" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleRuns, ScheduleOwed, SchedulePaid, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels] Drains 2 Safe,
+    Dependency "dependency" [Jobs, Dead, Completed, Results, Cancels, Meta, Depended] Writes 0 Safe,
+    Tell "tell" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
+    Outbox "outbox" [Outbox, OutboxDue, Meta] Reads 0 Safe,
+    Sent "sent" [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
+    Drop "drop" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleRuns, ScheduleOwed, SchedulePaid, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
 }
 
 impl Function {

@@ -15,6 +15,7 @@ use crate::dedup::{
     check_dedup_racing_ack, check_drop_answers_the_holder, check_removed_jobs_let_go,
     check_replace, check_ttl_after_the_end,
 };
+use crate::dependencies::{check_across_queues, check_chain, check_failures, check_refs};
 use crate::expiry::{
     check_claim_skips_expired_jobs, check_expiry_racing_claims, check_sweeper_ends_expired_jobs,
 };
@@ -296,4 +297,24 @@ async fn sharded_a_processing_job_ends_cancelled_with_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_a_cancel_racing_an_ack_has_one_outcome() {
     check_cancel_racing_ack(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_chain_runs_in_order_across_shards() {
+    check_chain(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_failed_dependency_fails_its_dependant() {
+    check_failures(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_refs_and_earlier_batch_entries_in_other_shards() {
+    check_refs(sharded_cluster(&["q"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_dependencies_across_sharded_queues() {
+    check_across_queues(sharded_cluster(&["images", "reports"], 3).await).await;
 }
