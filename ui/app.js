@@ -337,6 +337,7 @@ function counts(stats, list = document.createElement('dl')) {
   const entries = [
     ['pending', 'Pending', ''],
     ['scheduled', 'Scheduled', ''],
+    ['waiting', 'Waiting', ''],
     ['processing', 'Processing', ''],
     ['expired_leases', 'Expired leases', 'warn'],
     ['dead', 'Dead', 'bad'],
@@ -723,11 +724,35 @@ function renderLookup(current, found) {
   }
   if (job.cancel_requested) add('Cancel', 'cancel_requested', 'asked; the worker is told with its next extend');
   add('Cancel reason', 'cancel_reason', job.cancel_reason);
+  if (job.dependencies) {
+    add('Waiting for', 'waiting_for', `${job.waiting_for} of ${job.dependencies.length}`);
+    add('Dependencies', 'dependencies', jobLinks(job.dependencies.map(({ ref, state }) => [ref, state ?? 'not ended'])));
+  }
+  if (job.dependants && job.dependants.length > 0) {
+    add('Dependants', 'dependants', jobLinks(job.dependants.map((ref) => [ref, ''])));
+  }
   const nodes = [list];
   if (['pending', 'scheduled', 'waiting', 'processing'].includes(job.state) && !job.cancel_requested) {
     nodes.push(button('Cancel job', 'cancel', job.id, 'danger'));
   }
   out.replaceChildren(...nodes);
+}
+
+// A list of jobs by their refs (`queue/id`), each a link to its view,
+// with a note after it.
+function jobLinks(entries) {
+  const items = document.createElement('ul');
+  items.className = 'refs';
+  items.append(...entries.map(([ref, note]) => {
+    const [queue, id] = ref.split('/');
+    const item = document.createElement('li');
+    const link = text('a', ref);
+    link.href = `#/queues/${encodeURIComponent(queue)}/jobs/${encodeURIComponent(id)}`;
+    item.append(link);
+    if (note) item.append(' ', text('span', note, 'muted'));
+    return item;
+  }));
+  return items;
 }
 
 async function onLookupAction(event) {

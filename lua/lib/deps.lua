@@ -14,16 +14,6 @@
 
 local OUTCOME_NAMES = {c = 'completed', d = 'dead', x = 'cancelled', g = 'deleted'}
 
--- The queue's name as refs write it (a shard's keys carry `#n` after it).
-local function queue_name(q)
-  return string.match(q.meta, '{([^}#]*)')
-end
-
--- The set of the dependants of job `id`, in the queue's slot.
-local function dependants_key(q, id)
-  return string.sub(q.meta, 1, -5) .. 'dependants:' .. id
-end
-
 -- Job `id`'s state as a dependency: 'l' while it lives (waiting, pending,
 -- scheduled, processing), else its outcome ('c' completed, with its
 -- result, 'd' dead, 'x' cancelled, 'g' gone).

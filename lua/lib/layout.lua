@@ -213,6 +213,23 @@ local function queue_of(stem, keys, argv)
   return QUEUE_OF[stem](keys, argv)
 end
 
+-- The names of the queue's keys up to their last part, from `jobs` or
+-- `meta` (a function takes one or the other; both have four letters).
+local function key_base(q)
+  return string.sub(q.jobs or q.meta, 1, -5)
+end
+
+-- The queue's name as dependency refs write it (a shard's keys carry `#n`
+-- after it).
+local function queue_name(q)
+  return string.match(key_base(q), '{([^}#]*)')
+end
+
+-- The set of the dependants of job `id`, in the queue's slot.
+local function dependants_key(q, id)
+  return key_base(q) .. 'dependants:' .. id
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -256,11 +256,24 @@ end
 -- record, state, state time (run_at, lease deadline, dead_at or
 -- completed_at), lease entry, progress, result of a completed job ('' for
 -- none), `expiry` entry, the dedup key it holds, its `cancels` entry, its
--- dependencies (see `dependencies_of`)}; false for each part the job does
--- not have.
-local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel, after)
+-- dependencies (see `dependencies_of`), its dependants (see
+-- `dependants_of`)}; false for each part the job does not have.
+local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel, after, dependants)
   return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false,
-    key or false, cancel or false, after or false}
+    key or false, cancel or false, after or false, dependants or false}
+end
+
+-- Up to DEPENDANTS_SHOWN of the jobs that wait for job `id` and have not
+-- heard of its end ("<queue>/<id>" each), or nil for none.
+local DEPENDANTS_SHOWN = 100
+local function dependants_of(q, id)
+  local members = redis.call('SSCAN', dependants_key(q, id), 0, 'COUNT', DEPENDANTS_SHOWN)[2]
+  if #members == 0 then return nil end
+  local here = queue_name(q) .. '/'
+  for i, member in ipairs(members) do
+    if string.byte(member, 1) == 61 then members[i] = here .. string.sub(member, 2) end
+  end
+  return members
 end
 
 -- The dependencies of job `id`, whose `after` entry is `entry`: {entry,
@@ -308,7 +321,8 @@ local function view(q, id)
   end
   local after = redis.call('HGET', q.after, id)
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
-    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel, after and dependencies_of(q, id, after))
+    redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel, after and dependencies_of(q, id, after),
+    dependants_of(q, id))
 end
 
 -- The token of a `leases` entry.

@@ -458,6 +458,10 @@ pub struct JobView {
     /// the result of each completed one; null for a job without any. A
     /// claim's answer has them all finished.
     pub dependencies: Option<Vec<DependencyView>>,
+    /// Up to 100 of the jobs that wait for this one and have not heard of
+    /// its end yet (`queue/id` each); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dependants: Vec<String>,
     /// Whether an enqueue added the job (enqueue answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -540,6 +544,7 @@ impl JobView {
                     })
                     .collect()
             }),
+            dependants: job.dependants,
             created: None,
             replaced: None,
         }

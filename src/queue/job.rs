@@ -141,6 +141,9 @@ pub struct Job {
     pub cancel: Option<String>,
     /// Those of a job enqueued with `after`, until it ends.
     pub dependencies: Option<Dependencies>,
+    /// Up to 100 of the jobs waiting for it that have not heard of its end
+    /// (`queue/id` each).
+    pub dependants: Vec<String>,
     pub trace: Option<TraceHeaders>,
 }
 
@@ -177,6 +180,7 @@ impl Job {
             dedup_key: None,
             cancel: None,
             dependencies: None,
+            dependants: Vec::new(),
             trace: record.trace.map(|(traceparent, tracestate)| TraceHeaders {
                 traceparent: traceparent.to_owned(),
                 tracestate: tracestate.to_owned(),
@@ -192,8 +196,8 @@ pub(crate) fn expires_at(entry: &str) -> Option<i64> {
 }
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
-/// progress, result, expiry, dedup key, cancels entry, dependencies}` (see
-/// `view` in `lua/lib/transitions.lua`).
+/// progress, result, expiry, dedup key, cancels entry, dependencies,
+/// dependants}` (see `view` in `lua/lib/transitions.lua`).
 type RawView = (
     String,
     Vec<u8>,
@@ -206,12 +210,25 @@ type RawView = (
     Option<String>,
     Option<String>,
     Option<Vec<Option<String>>>,
+    Option<Vec<String>>,
 );
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
-        let (id, record, state, at, lease, progress, result, expiry, dedup_key, cancel, after) =
-            RawView::from_redis_value(v)?;
+        let (
+            id,
+            record,
+            state,
+            at,
+            lease,
+            progress,
+            result,
+            expiry,
+            dedup_key,
+            cancel,
+            after,
+            dependants,
+        ) = RawView::from_redis_value(v)?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
         let json = |text: Option<String>| text.filter(|t| !t.is_empty()).map(RawValue::from_string);
@@ -220,6 +237,7 @@ impl FromRedisValue for Job {
         job.expires_at_ms = expiry.as_deref().and_then(expires_at);
         job.dedup_key = dedup_key;
         // `:reason`, the reason empty when none was given.
+        job.dependants = dependants.unwrap_or_default();
         job.cancel = cancel.map(|entry| entry.strip_prefix(':').unwrap_or(&entry).to_owned());
         job.dependencies = match after {
             Some(items) => Some(

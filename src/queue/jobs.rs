@@ -116,6 +116,7 @@ impl NewJob {
             dedup_key: self.dedup.map(|dedup| dedup.key),
             cancel: None,
             dependencies: None,
+            dependants: Vec::new(),
             trace: self.trace,
         }
     }

@@ -238,6 +238,24 @@ describe('a queue', () => {
     assert.deepEqual(page.problems, []);
     await page.close();
   });
+
+  test('shows a waiting job with its dependencies, and a job with its dependants', async () => {
+    await prioq.api.enqueue('emails', { id: 'render-1', task: 'render', delay_ms: 600000 });
+    await prioq.api.enqueue('emails', { id: 'digest-1', task: 'digest', after: ['render-1'] });
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/emails/jobs/digest-1`);
+    const job = page.locator('#lookup-result dl.job');
+    await expectText(job.locator('[data-field="state"]'), 'waiting');
+    await expectText(job.locator('[data-field="waiting_for"]'), '1 of 1');
+    await expectText(job.locator('[data-field="dependencies"]'), /emails\/render-1\s+not ended/);
+    await expectText(page.locator('#queue-counts [data-count="waiting"]'), /^[1-9]/);
+    await job.locator('[data-field="dependencies"] a').click();
+    await expectText(job.locator('[data-field="id"]'), 'render-1');
+    await expectText(job.locator('[data-field="dependants"]'), 'emails/digest-1');
+    assert.match(page.url(), /#\/queues\/emails\/jobs\/render-1$/);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
 });
 
 describe('a queue with groups', () => {

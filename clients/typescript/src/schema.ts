@@ -837,6 +837,19 @@ export interface components {
             ttl_ms?: number;
         };
         /**
+         * @description How a dependency ended.
+         * @enum {string}
+         */
+        DependencyState: "completed" | "dead" | "cancelled" | "deleted";
+        /** @description One dependency of a job. */
+        DependencyView: {
+            /** @description `queue/id`. */
+            ref: string;
+            /** @description What its worker sent with its ack (completed ones); null for none. */
+            result?: unknown;
+            state?: components["schemas"]["DependencyState"] | null;
+        };
+        /**
          * @description Whether a request that Redis did not serve may have taken effect.
          * @enum {string}
          */
@@ -879,6 +892,18 @@ export interface components {
          *     }
          */
         EnqueueRequest: {
+            /**
+             * @description The jobs this one waits for (1 to 100): each a job id of this queue,
+             *     or `queue/id` of another; in a batch, an earlier entry's id too.
+             *     The job is `waiting` (never claimed) until every one of them is
+             *     `completed`, then `pending` (or `scheduled`, its delay counted from
+             *     then). A ref to no job answers 422 and nothing is enqueued.
+             * @example [
+             *       "fetch-1",
+             *       "images/resize-7"
+             *     ]
+             */
+            after?: string[] | null;
             /** @description Any JSON value, kept as sent; default `{}`. */
             args?: unknown;
             dedup?: components["schemas"]["DedupRequest"] | null;
@@ -905,6 +930,7 @@ export interface components {
              * @description Deliveries before the job is dead-lettered, 1 to 1000; default from configuration.
              */
             max_attempts?: number | null;
+            on_dependency_failure?: components["schemas"]["OnDependencyFailure"] | null;
             on_expiry?: components["schemas"]["OnExpiry"] | null;
             /**
              * Format: int32
@@ -1058,6 +1084,18 @@ export interface components {
              *     (and in a claim's answer).
              */
             dedup_key?: string | null;
+            /**
+             * @description Up to 100 of the jobs that wait for this one and have not heard of
+             *     its end yet (`queue/id` each); absent when none.
+             */
+            dependants?: string[];
+            /**
+             * @description The dependencies of a job enqueued with `after`, in its order,
+             *     until it ends: how each ended (`state` null while it has not) and
+             *     the result of each completed one; null for a job without any. A
+             *     claim's answer has them all finished.
+             */
+            dependencies?: components["schemas"]["DependencyView"][] | null;
             enqueued_at: string;
             /**
              * @description When the job, not claimed by then, is no longer delivered (jobs
@@ -1098,6 +1136,12 @@ export interface components {
             state: components["schemas"]["StateName"];
             task: string;
             trace?: components["schemas"]["TraceView"] | null;
+            /**
+             * Format: int32
+             * @description The dependencies not finished yet of a job enqueued with `after`,
+             *     until it ends; null for a job without any.
+             */
+            waiting_for?: number | null;
             worker?: string | null;
         };
         /**
@@ -1126,6 +1170,11 @@ export interface components {
              */
             priority?: number | null;
         };
+        /**
+         * @description What a failed dependency does to the job that waits for it.
+         * @enum {string}
+         */
+        OnDependencyFailure: "dead" | "ignore";
         /**
          * @description What becomes of a job whose expiry comes before it is claimed.
          * @enum {string}
@@ -1253,6 +1302,11 @@ export interface components {
              *     (its `shards` setting).
              */
             shards: number;
+            /**
+             * Format: int64
+             * @description Jobs waiting for their dependencies (never claimed until released).
+             */
+            waiting: number;
         };
         RateLimitPatch: {
             /**
@@ -1516,7 +1570,7 @@ export interface components {
          * @description Where a job is in its life.
          * @enum {string}
          */
-        StateName: "pending" | "scheduled" | "processing" | "dead" | "completed" | "cancelled";
+        StateName: "pending" | "scheduled" | "processing" | "dead" | "completed" | "cancelled" | "waiting";
         /**
          * @description Health or readiness.
          * @example {

@@ -12,6 +12,8 @@ from .class_view import ClassView
 from .dead_jobs_page import DeadJobsPage
 from .dedup_mode import DedupMode
 from .dedup_request import DedupRequest
+from .dependency_state import DependencyState
+from .dependency_view import DependencyView
 from .effect import Effect
 from .enqueue_batch_request import EnqueueBatchRequest
 from .enqueue_request import EnqueueRequest
@@ -21,6 +23,7 @@ from .groups_page import GroupsPage
 from .job_list import JobList
 from .job_view import JobView
 from .nack_request import NackRequest
+from .on_dependency_failure import OnDependencyFailure
 from .on_expiry import OnExpiry
 from .problem import Problem
 from .problem_code import ProblemCode
@@ -54,6 +57,8 @@ __all__ = (
     "DeadJobsPage",
     "DedupMode",
     "DedupRequest",
+    "DependencyState",
+    "DependencyView",
     "Effect",
     "EnqueueBatchRequest",
     "EnqueueRequest",
@@ -63,6 +68,7 @@ __all__ = (
     "JobList",
     "JobView",
     "NackRequest",
+    "OnDependencyFailure",
     "OnExpiry",
     "Problem",
     "ProblemCode",

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.on_dependency_failure import OnDependencyFailure
 from ..models.on_expiry import OnExpiry
 from ..types import UNSET, Unset
 
@@ -25,6 +26,11 @@ class EnqueueRequest:
 
     Attributes:
         task (str): What the worker should do, 1 to 200 characters.
+        after (list[str] | None | Unset): The jobs this one waits for (1 to 100): each a job id of this queue,
+            or `queue/id` of another; in a batch, an earlier entry's id too.
+            The job is `waiting` (never claimed) until every one of them is
+            `completed`, then `pending` (or `scheduled`, its delay counted from
+            then). A ref to no job answers 422 and nothing is enqueued. Example: ['fetch-1', 'images/resize-7'].
         args (Any | Unset): Any JSON value, kept as sent; default `{}`.
         dedup (DedupRequest | None | Unset):
         delay_ms (int | Unset): Keep the job scheduled (not claimable) this long; at most 30 days.
@@ -35,6 +41,7 @@ class EnqueueRequest:
         id (None | str | Unset): A client-chosen id makes the enqueue idempotent.
         max_attempts (int | None | Unset): Deliveries before the job is dead-lettered, 1 to 1000; default from
             configuration.
+        on_dependency_failure (None | OnDependencyFailure | Unset):
         on_expiry (None | OnExpiry | Unset):
         priority (int | Unset): 0 (most urgent) to 255; default 1. Default: 1.
         retain_ms (int | None | Unset): Keep the job this long once acked, `completed` with its result; its
@@ -43,6 +50,7 @@ class EnqueueRequest:
     """
 
     task: str
+    after: list[str] | None | Unset = UNSET
     args: Any | Unset = UNSET
     dedup: DedupRequest | None | Unset = UNSET
     delay_ms: int | Unset = UNSET
@@ -50,6 +58,7 @@ class EnqueueRequest:
     group: None | str | Unset = UNSET
     id: None | str | Unset = UNSET
     max_attempts: int | None | Unset = UNSET
+    on_dependency_failure: None | OnDependencyFailure | Unset = UNSET
     on_expiry: None | OnExpiry | Unset = UNSET
     priority: int | Unset = 1
     retain_ms: int | None | Unset = UNSET
@@ -58,6 +67,15 @@ class EnqueueRequest:
         from ..models.dedup_request import DedupRequest  # noqa: PLC0415
 
         task = self.task
+
+        after: list[str] | None | Unset
+        if isinstance(self.after, Unset):
+            after = UNSET
+        elif isinstance(self.after, list):
+            after = self.after
+
+        else:
+            after = self.after
 
         args = self.args
 
@@ -95,6 +113,14 @@ class EnqueueRequest:
         else:
             max_attempts = self.max_attempts
 
+        on_dependency_failure: None | str | Unset
+        if isinstance(self.on_dependency_failure, Unset):
+            on_dependency_failure = UNSET
+        elif isinstance(self.on_dependency_failure, OnDependencyFailure):
+            on_dependency_failure = self.on_dependency_failure.value
+        else:
+            on_dependency_failure = self.on_dependency_failure
+
         on_expiry: None | str | Unset
         if isinstance(self.on_expiry, Unset):
             on_expiry = UNSET
@@ -118,6 +144,8 @@ class EnqueueRequest:
                 "task": task,
             }
         )
+        if after is not UNSET:
+            field_dict["after"] = after
         if args is not UNSET:
             field_dict["args"] = args
         if dedup is not UNSET:
@@ -132,6 +160,8 @@ class EnqueueRequest:
             field_dict["id"] = id
         if max_attempts is not UNSET:
             field_dict["max_attempts"] = max_attempts
+        if on_dependency_failure is not UNSET:
+            field_dict["on_dependency_failure"] = on_dependency_failure
         if on_expiry is not UNSET:
             field_dict["on_expiry"] = on_expiry
         if priority is not UNSET:
@@ -147,6 +177,23 @@ class EnqueueRequest:
 
         d = dict(src_dict)
         task = d.pop("task")
+
+        def _parse_after(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                after_type_0 = cast(list[str], data)
+
+                return after_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        after = _parse_after(d.pop("after", UNSET))
 
         args = d.pop("args", UNSET)
 
@@ -205,6 +252,23 @@ class EnqueueRequest:
 
         max_attempts = _parse_max_attempts(d.pop("max_attempts", UNSET))
 
+        def _parse_on_dependency_failure(data: object) -> None | OnDependencyFailure | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                on_dependency_failure_type_0 = OnDependencyFailure(data)
+
+                return on_dependency_failure_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | OnDependencyFailure | Unset, data)
+
+        on_dependency_failure = _parse_on_dependency_failure(d.pop("on_dependency_failure", UNSET))
+
         def _parse_on_expiry(data: object) -> None | OnExpiry | Unset:
             if data is None:
                 return data
@@ -235,6 +299,7 @@ class EnqueueRequest:
 
         enqueue_request = cls(
             task=task,
+            after=after,
             args=args,
             dedup=dedup,
             delay_ms=delay_ms,
@@ -242,6 +307,7 @@ class EnqueueRequest:
             group=group,
             id=id,
             max_attempts=max_attempts,
+            on_dependency_failure=on_dependency_failure,
             on_expiry=on_expiry,
             priority=priority,
             retain_ms=retain_ms,

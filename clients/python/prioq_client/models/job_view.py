@@ -10,6 +10,7 @@ from ..models.state_name import StateName
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.dependency_view import DependencyView
     from ..models.trace_view import TraceView
 
 
@@ -45,6 +46,13 @@ class JobView:
         dead_at (None | str | Unset): When the job was dead-lettered (dead jobs only).
         dedup_key (None | str | Unset): The dedup key the job holds, until it lets it go; null otherwise
             (and in a claim's answer).
+        dependants (list[str] | Unset): Up to 100 of the jobs that wait for this one and have not heard of
+            its end yet (`queue/id` each); absent when none.
+        dependencies (list[DependencyView] | None | Unset): The dependencies of a job enqueued with `after`, in its
+            order,
+            until it ends: how each ended (`state` null while it has not) and
+            the result of each completed one; null for a job without any. A
+            claim's answer has them all finished.
         expires_at (None | str | Unset): When the job, not claimed by then, is no longer delivered (jobs
             enqueued with `expires_in_ms`, until they end; null otherwise).
         group (None | str | Unset): The job's group; null when it has none.
@@ -61,6 +69,8 @@ class JobView:
         run_at (None | str | Unset): When a scheduled job becomes claimable.
         schedule (None | str | Unset): The schedule whose fire time made the job (fired jobs only).
         trace (None | TraceView | Unset):
+        waiting_for (int | None | Unset): The dependencies not finished yet of a job enqueued with `after`,
+            until it ends; null for a job without any.
         worker (None | str | Unset):
     """
 
@@ -79,6 +89,8 @@ class JobView:
     created: bool | None | Unset = UNSET
     dead_at: None | str | Unset = UNSET
     dedup_key: None | str | Unset = UNSET
+    dependants: list[str] | Unset = UNSET
+    dependencies: list[DependencyView] | None | Unset = UNSET
     expires_at: None | str | Unset = UNSET
     group: None | str | Unset = UNSET
     last_error: None | str | Unset = UNSET
@@ -90,6 +102,7 @@ class JobView:
     run_at: None | str | Unset = UNSET
     schedule: None | str | Unset = UNSET
     trace: None | TraceView | Unset = UNSET
+    waiting_for: int | None | Unset = UNSET
     worker: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -145,6 +158,22 @@ class JobView:
             dedup_key = UNSET
         else:
             dedup_key = self.dedup_key
+
+        dependants: list[str] | Unset = UNSET
+        if not isinstance(self.dependants, Unset):
+            dependants = self.dependants
+
+        dependencies: list[dict[str, Any]] | None | Unset
+        if isinstance(self.dependencies, Unset):
+            dependencies = UNSET
+        elif isinstance(self.dependencies, list):
+            dependencies = []
+            for dependencies_type_0_item_data in self.dependencies:
+                dependencies_type_0_item = dependencies_type_0_item_data.to_dict()
+                dependencies.append(dependencies_type_0_item)
+
+        else:
+            dependencies = self.dependencies
 
         expires_at: None | str | Unset
         if isinstance(self.expires_at, Unset):
@@ -206,6 +235,12 @@ class JobView:
         else:
             trace = self.trace
 
+        waiting_for: int | None | Unset
+        if isinstance(self.waiting_for, Unset):
+            waiting_for = UNSET
+        else:
+            waiting_for = self.waiting_for
+
         worker: None | str | Unset
         if isinstance(self.worker, Unset):
             worker = UNSET
@@ -238,6 +273,10 @@ class JobView:
             field_dict["dead_at"] = dead_at
         if dedup_key is not UNSET:
             field_dict["dedup_key"] = dedup_key
+        if dependants is not UNSET:
+            field_dict["dependants"] = dependants
+        if dependencies is not UNSET:
+            field_dict["dependencies"] = dependencies
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
         if group is not UNSET:
@@ -260,6 +299,8 @@ class JobView:
             field_dict["schedule"] = schedule
         if trace is not UNSET:
             field_dict["trace"] = trace
+        if waiting_for is not UNSET:
+            field_dict["waiting_for"] = waiting_for
         if worker is not UNSET:
             field_dict["worker"] = worker
 
@@ -267,6 +308,7 @@ class JobView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.dependency_view import DependencyView  # noqa: PLC0415
         from ..models.trace_view import TraceView  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -334,6 +376,30 @@ class JobView:
             return cast(None | str | Unset, data)
 
         dedup_key = _parse_dedup_key(d.pop("dedup_key", UNSET))
+
+        dependants = cast(list[str], d.pop("dependants", UNSET))
+
+        def _parse_dependencies(data: object) -> list[DependencyView] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                dependencies_type_0 = []
+                _dependencies_type_0 = data
+                for dependencies_type_0_item_data in _dependencies_type_0:
+                    dependencies_type_0_item = DependencyView.from_dict(dependencies_type_0_item_data)
+
+                    dependencies_type_0.append(dependencies_type_0_item)
+
+                return dependencies_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[DependencyView] | None | Unset, data)
+
+        dependencies = _parse_dependencies(d.pop("dependencies", UNSET))
 
         def _parse_expires_at(data: object) -> None | str | Unset:
             if data is None:
@@ -428,6 +494,15 @@ class JobView:
 
         trace = _parse_trace(d.pop("trace", UNSET))
 
+        def _parse_waiting_for(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        waiting_for = _parse_waiting_for(d.pop("waiting_for", UNSET))
+
         def _parse_worker(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -453,6 +528,8 @@ class JobView:
             created=created,
             dead_at=dead_at,
             dedup_key=dedup_key,
+            dependants=dependants,
+            dependencies=dependencies,
             expires_at=expires_at,
             group=group,
             last_error=last_error,
@@ -464,6 +541,7 @@ class JobView:
             run_at=run_at,
             schedule=schedule,
             trace=trace,
+            waiting_for=waiting_for,
             worker=worker,
         )
 

@@ -35,6 +35,7 @@ class QueueView:
         scheduled (int):
         shards (int): The number of Redis hash slots the queue's jobs are spread over
             (its `shards` setting).
+        waiting (int): Jobs waiting for their dependencies (never claimed until released).
     """
 
     classes: list[ClassView]
@@ -48,6 +49,7 @@ class QueueView:
     queue: str
     scheduled: int
     shards: int
+    waiting: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +78,8 @@ class QueueView:
 
         shards = self.shards
 
+        waiting = self.waiting
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -91,6 +95,7 @@ class QueueView:
                 "queue": queue,
                 "scheduled": scheduled,
                 "shards": shards,
+                "waiting": waiting,
             }
         )
 
@@ -128,6 +133,8 @@ class QueueView:
 
         shards = d.pop("shards")
 
+        waiting = d.pop("waiting")
+
         queue_view = cls(
             classes=classes,
             completed=completed,
@@ -140,6 +147,7 @@ class QueueView:
             queue=queue,
             scheduled=scheduled,
             shards=shards,
+            waiting=waiting,
         )
 
         queue_view.additional_properties = d

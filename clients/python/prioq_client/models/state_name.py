@@ -8,6 +8,7 @@ class StateName(StrEnum):
     PENDING = "pending"
     PROCESSING = "processing"
     SCHEDULED = "scheduled"
+    WAITING = "waiting"
 
     def __str__(self) -> str:
         return str(self.value)
