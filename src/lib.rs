@@ -18,7 +18,10 @@
 //!   groups' pages), `sweep` (one sweep of a queue) and `schedules` (cron
 //!   patterns, fire times and the schedules' operations) the others, by
 //!   subject; `registry` the list of queues (listing one before its first
-//!   write, the limit on queues, deleting a queue); the module itself
+//!   write, the limit on queues, deleting a queue); `deps` the
+//!   dependencies' steps across slots (registering a dependant with its
+//!   dependencies before it is made, telling dependants from an ended
+//!   job's outbox); the module itself
 //!   keeps the `Broker`. `shards` knows which shards each queue has and
 //!   routes every operation to its shards, merging their answers (a
 //!   sharded claim in `shards::claims`). `exchange` sends the concurrent

@@ -3,9 +3,9 @@
 -- (`after:left`). Each dependency knows its dependants (its dependants
 -- set). When a dependency ends, the dependants in its slot hear of it in
 -- the same call; for those elsewhere (another queue, another shard) it
--- keeps its outcome in its `outbox` until prioq has told each one in its
--- own slot (`release`) and crossed it off (`sent`); the sweeper replays
--- what an instance left. Telling is idempotent, keyed by the pair in
+-- keeps its outcome in its `outbox` until a sweeper has told each one in
+-- its own slot (`tell`) and crossed it off (`sent`); a sweeper that died
+-- half-way leaves the outbox to the next. Telling is idempotent, keyed by the pair in
 -- `after:done`: however often an end is told, it counts once. A dependant
 -- is released (pending, or scheduled for its delay) when its count
 -- reaches 0; a dependency that ends dead, cancelled or deleted fails it

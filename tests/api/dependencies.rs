@@ -13,6 +13,7 @@ use prioq::queue::store::keys::{Key, QueueKeys};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::clock::{ms_of, now_ms};
 use crate::support::redis_server::shared_redis;
 use crate::support::{
     Service, TestApp, redis, redis_connection, spawn_app_with, test_config, unique_prefix, until,
@@ -101,6 +102,45 @@ pub(crate) async fn check_chain(config: Config) {
 #[tokio::test]
 async fn a_chain_runs_in_order_each_with_the_result_before_it() {
     check_chain(test_config()).await;
+}
+
+/// A dependant with a delay is scheduled once released, its delay counted
+/// from then; the waiting jobs show in the metrics.
+#[tokio::test]
+async fn a_released_dependant_with_a_delay_is_scheduled_from_its_release() {
+    let app = spawn_app_with(test_config()).await;
+    app.enqueue("q", json!({"task": "t", "id": "a"})).await;
+    let b = app
+        .enqueue(
+            "q",
+            json!({"task": "t", "id": "b", "after": ["a"], "delay_ms": 600_000}),
+        )
+        .await;
+    assert_eq!(
+        (&b["state"], &b["run_at"]),
+        (&json!("waiting"), &json!(null)),
+        "{b}"
+    );
+    until(
+        Duration::from_secs(10),
+        "the gauge counts the waiting job",
+        || async {
+            app.metrics()
+                .await
+                .lines()
+                .any(|line| line.starts_with("prioq_jobs_waiting{") && line.ends_with(" 1"))
+        },
+    )
+    .await;
+    // Its delay counts from its release, not from its enqueue.
+    while now_ms() <= ms_of(&b["enqueued_at"]) + 20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = now_ms();
+    run(&app, "q", "a", json!(null)).await;
+    let b = until_state(&app, "q", "b", "scheduled").await;
+    assert!(ms_of(&b["run_at"]) >= before + 600_000, "{b}");
+    assert_eq!(app.stats("q").await["waiting"], 0);
 }
 
 /// A dependency that ends dead, cancelled or deleted sends its dependant
