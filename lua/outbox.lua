@@ -12,7 +12,7 @@ redis.register_function{
     local q = queue_of('outbox', keys, argv)
     local out = {}
     for _, id in ipairs(redis.call('ZRANGE', q.outbox_due, 0, tonumber(argv[1]) - 1)) do
-      local members = redis.call('SSCAN', dependants_key(q, id), 0, 'COUNT', argv[2])[2]
+      local members = redis.call('SRANDMEMBER', dependants_key(q, id), argv[2])
       out[#out + 1] = id
       out[#out + 1] = redis.call('HGET', q.outbox, id) or 'g:'
       out[#out + 1] = members

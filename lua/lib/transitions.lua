@@ -267,7 +267,7 @@ end
 -- heard of its end ("<queue>/<id>" each), or nil for none.
 local DEPENDANTS_SHOWN = 100
 local function dependants_of(q, id)
-  local members = redis.call('SSCAN', dependants_key(q, id), 0, 'COUNT', DEPENDANTS_SHOWN)[2]
+  local members = redis.call('SRANDMEMBER', dependants_key(q, id), DEPENDANTS_SHOWN)
   if #members == 0 then return nil end
   local here = queue_name(q) .. '/'
   for i, member in ipairs(members) do
