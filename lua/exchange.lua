@@ -21,8 +21,9 @@
 --   jobs than asked, ms until the next rate limit token, jobs expired,
 --   the `expiry` entries of the jobs handed out that have one (id, entry
 --   pairs), the dependencies of those that have some (id and
---   `dependencies_of` pairs)}; each part's answers one request after the
---   other in one flat list.
+--   `dependencies_of` pairs), the jobs it ended that have dependants
+--   elsewhere to tell (see lib/deps.lua)}; each part's answers one request
+--   after the other in one flat list.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -50,7 +51,8 @@ local function exchange(keys, argv)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE, c.deps_out or NONE}
+  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE, c.deps_out or NONE,
+    c.outboxed or 0}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

@@ -21,8 +21,8 @@
 //!   write, the limit on queues, deleting a queue); `deps` the
 //!   dependencies' steps across slots (registering a dependant with its
 //!   dependencies before it is made, telling dependants from an ended
-//!   job's outbox); the module itself
-//!   keeps the `Broker`. `shards` knows which shards each queue has and
+//!   job's outbox, the courier that does it after an ack); the module
+//!   itself keeps the `Broker`. `shards` knows which shards each queue has and
 //!   routes every operation to its shards, merging their answers (a
 //!   sharded claim in `shards::claims`). `exchange` sends the concurrent
 //!   enqueues, claims and acks of a queue together (`lane`: group commit)

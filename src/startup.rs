@@ -108,6 +108,10 @@ impl Application {
             stopped.clone(),
         ));
         tokio::spawn(warn_of_eviction(Arc::clone(&state.broker), stopped.clone()));
+        let courier = {
+            let (broker, stopped) = (Arc::clone(&state.broker), stopped.clone());
+            tokio::spawn(async move { broker.deliver_outboxes(stopped).await })
+        };
         let listener_task = tokio::spawn(wake::listen(
             seeds,
             state.config.key_prefix.clone(),
@@ -130,7 +134,7 @@ impl Application {
         .await
         .context("HTTP server failed");
         stopped.cancel();
-        let _ = tokio::join!(sweeper, listener_task);
+        let _ = tokio::join!(sweeper, listener_task, courier);
         served
     }
 }

@@ -107,7 +107,7 @@ impl Calls {
         let replies: Vec<Value> = self.pipe.query_async(con).await?;
         let mut outcome = Outcome::default();
         for (entries, reply) in self.entries.iter().zip(replies) {
-            for answer in exchange_answers(entries, reply)? {
+            for answer in exchange_answers(entries, reply)?.0 {
                 match answer? {
                     Exchanged::Claimed(claimed) => {
                         outcome.acked += successes(&claimed.acked);

@@ -119,6 +119,7 @@ local function tell_dependants(c, id, outcome, result, now)
   if #here > 0 then redis.call('SREM', key, unpack(here)) end
   redis.call('HSET', q.outbox, id, outcome .. ':' .. result)
   redis.call('ZADD', q.outbox_due, ms(now), id)
+  c.outboxed = (c.outboxed or 0) + 1
 end
 
 -- The jobs the call ended tell their dependants (see `ended`), those that

@@ -1,15 +1,18 @@
 //! Dependencies between jobs (design note 19), prioq's side of them: an
 //! enqueue registers its jobs with their dependencies in other slots
-//! before it makes them, and the sweeper tells the dependants in other
-//! slots of their dependencies' ends from the ended jobs' outboxes. The
+//! before it makes them, and the dependants in other slots are told of
+//! their dependencies' ends from the ended jobs' outboxes: at once by the
+//! courier task after an ack's call, else by the sweeper. The
 //! counting is in the functions (`lua/lib/deps.lua`); every step here may
 //! run twice, or on two instances at once.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError};
 
 use futures_util::future::try_join_all;
 use redis::{FromRedisValue, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::error::{QueueError, Result};
 use super::shards::QueueShards;
@@ -22,6 +25,45 @@ const OUTBOX_JOBS: usize = 100;
 const OUTBOX_DEPENDANTS: usize = 1000;
 /// Reads of one shard's outbox in one sweep, at most.
 const OUTBOX_READS: usize = 100;
+
+/// Calls that left ended jobs in a shard's outbox, waiting for the
+/// courier; beyond them a notice is dropped, and the sweeper tells those
+/// dependants instead.
+const NOTICES: usize = 1024;
+
+/// A shard whose outbox holds ended jobs: its queue and its number.
+pub(crate) type Notice = (String, u32);
+
+/// What a shard's lane tells the courier: this shard's outbox holds ended
+/// jobs, so that their dependants elsewhere hear of them at once rather
+/// than at the next sweep.
+#[derive(Debug, Clone)]
+pub(crate) struct Courier {
+    queue: String,
+    shard: u32,
+    notices: mpsc::Sender<Notice>,
+}
+
+impl Courier {
+    pub(crate) fn new(queue: &str, shard: u32, notices: mpsc::Sender<Notice>) -> Self {
+        Self {
+            queue: queue.to_owned(),
+            shard,
+            notices,
+        }
+    }
+
+    /// Asks for the shard's outbox to be sent.
+    pub(crate) fn deliver(&self) {
+        // Full: the courier is behind, and the sweeper catches up.
+        let _ = self.notices.try_send((self.queue.clone(), self.shard));
+    }
+}
+
+/// The courier's end of the notices.
+pub(crate) fn notices() -> (mpsc::Sender<Notice>, mpsc::Receiver<Notice>) {
+    mpsc::channel(NOTICES)
+}
 
 /// The jobs a job waits for, and what their failure does.
 #[derive(Debug, Clone)]
@@ -65,6 +107,36 @@ impl Registration {
 }
 
 impl Broker {
+    /// The courier: until `stopped`, sends the outboxes the lanes say
+    /// hold ended jobs, each once however often it was named meanwhile.
+    /// A failure leaves the outbox to the sweeper.
+    pub async fn deliver_outboxes(&self, stopped: CancellationToken) {
+        let Some(mut notices) = self
+            .notices
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        loop {
+            let first = tokio::select! {
+                notice = notices.recv() => notice,
+                () = stopped.cancelled() => return,
+            };
+            let Some(first) = first else { return };
+            let mut due = BTreeSet::from([first]);
+            while let Ok(more) = notices.try_recv() {
+                due.insert(more);
+            }
+            for (queue, shard) in due {
+                if let Err(error) = self.send_outbox(&queue, shard).await {
+                    tracing::debug!(queue, shard, error = %error, "the sweeper will tell the dependants");
+                }
+            }
+        }
+    }
+
     /// Registers the dependencies of `jobs` (to be made under `ids` in
     /// `queue`) that live in other slots, and checks that those in their
     /// own slot exist: `UnknownDependency` names the first ref to no job,

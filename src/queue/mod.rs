@@ -85,24 +85,30 @@ pub struct Broker {
     registered: Mutex<HashSet<String>>,
     /// Long polls and waits for a job under way.
     waiting: Arc<std::sync::atomic::AtomicU64>,
+    /// The lanes' notices of outboxes to send, until the courier takes
+    /// them (see `deliver_outboxes`).
+    notices: Mutex<Option<tokio::sync::mpsc::Receiver<deps::Notice>>>,
 }
 
 impl Broker {
     pub fn new(pool: RedisPool, config: BrokerConfig) -> Self {
         let redis = Arc::new(Redis::new(pool));
         let floor_ppm = (config.bulk_floor * 1_000_000.0).round() as u64;
+        let (courier, notices) = deps::notices();
         Self {
             shards: Shards::new(
                 Arc::clone(&redis),
                 config.key_prefix.clone(),
                 config.redis_timeout,
                 floor_ppm,
+                courier,
             ),
             redis,
             config,
             waiters: Arc::default(),
             registered: Mutex::default(),
             waiting: Arc::default(),
+            notices: Mutex::new(Some(notices)),
         }
     }
 

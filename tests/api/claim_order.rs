@@ -363,7 +363,7 @@ async fn an_ack_in_a_claim_frees_a_cap_for_that_claim_not_for_the_others_in_its_
         .query_async(&mut redis_connection(&app.config.redis_url).await)
         .await
         .expect("exchange");
-    let answers = exchange_answers(&entries, reply).expect("answers");
+    let (answers, _) = exchange_answers(&entries, reply).expect("answers");
     let taken: Vec<(Vec<AckOutcome>, Vec<String>)> = answers
         .into_iter()
         .map(|answer| match answer {

@@ -14,9 +14,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::clock::{ms_of, now_ms};
-use crate::support::redis_server::shared_redis;
+use crate::support::redis_server::command_calls;
 use crate::support::{
-    Service, TestApp, redis, redis_connection, spawn_app_with, test_config, unique_prefix, until,
+    RedisServer, Service, TestApp, redis, redis_connection, spawn_app_with, test_config,
+    unique_prefix, until,
 };
 
 fn id_of(job: &Value) -> &str {
@@ -361,16 +362,27 @@ async fn a_waiting_job_is_cancelled_and_its_own_dependants_fail() {
     assert_eq!(app.stats("q").await["waiting"], 0);
 }
 
-/// The instance that acked a dependency is SIGKILLed between the two
-/// steps of telling a dependant in another queue: the end is in the
-/// outbox, and another instance's sweeper tells it, once.
+/// The instance that ended a dependency is SIGKILLed between the two steps
+/// of telling a dependant in another queue: the end is in the outbox, and
+/// another instance's sweeper tells it, once. (A nack ends it: an ack's
+/// call has its instance's courier tell at once, see below.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dependant_is_released_after_the_instance_that_ended_its_dependency_was_killed() {
-    let url = shared_redis().url();
+async fn a_dependant_hears_of_its_dependency_after_the_instance_that_ended_it_was_killed() {
+    // A Redis of its own, whose commands tell when the first instance's
+    // sweeper has made its one pass.
+    let server = RedisServer::start();
+    let url = server.url();
     let prefix = unique_prefix();
-    // Its sweeper passes once at start, then not for an hour: it never
-    // takes the second step.
+    let mut conn = redis_connection(&url).await;
+    // Its sweeper passes once at start (over no queue: it lists them and
+    // finds none), then not for an hour: it never takes the second step.
     let first = Service::start_with(&url, &prefix, &[("PRIOQ_SWEEP_INTERVAL_MS", "3600000")]).await;
+    until(
+        Duration::from_secs(10),
+        "the first sweep lists the queues",
+        || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
+    )
+    .await;
     let http = reqwest::Client::new();
     let post = |path: String, body: Value| {
         let request = http.post(first.url(&path)).json(&body).send();
@@ -380,28 +392,33 @@ async fn a_dependant_is_released_after_the_instance_that_ended_its_dependency_wa
             (status, answer.json::<Value>().await.unwrap_or(Value::Null))
         }
     };
-    let (status, _) = post("/v1/queues/a/jobs".into(), json!({"task": "t", "id": "x"})).await;
+    let (status, _) = post(
+        "/v1/queues/a/jobs".into(),
+        json!({"task": "t", "id": "x", "max_attempts": 1}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED);
     let (status, _) = post(
         "/v1/queues/b/jobs".into(),
-        json!({"task": "t", "id": "y", "after": ["a/x"]}),
+        json!({"task": "t", "id": "y", "after": ["a/x"], "on_dependency_failure": "ignore"}),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
     let (_, claimed) = post("/v1/queues/a/claim".into(), json!({})).await;
     let token = &claimed["jobs"][0]["lease_token"];
-    let (status, _) = post(
-        "/v1/queues/a/jobs/x/ack".into(),
-        json!({"lease_token": token}),
+    let (status, nacked) = post(
+        "/v1/queues/a/jobs/x/nack".into(),
+        json!({"lease_token": token, "error": "boom"}),
     )
     .await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(nacked["state"], "dead", "{nacked}");
     drop(first);
 
     let keys = QueueKeys::new(&prefix, "a");
-    let mut conn = redis_connection(&url).await;
+    let outbox_key = keys.key(Key::OutboxDue).to_owned();
     let outbox: Vec<String> = redis::cmd("ZRANGE")
-        .arg(keys.key(Key::OutboxDue))
+        .arg(&outbox_key)
         .arg(0)
         .arg(-1)
         .query_async(&mut conn)
@@ -411,12 +428,16 @@ async fn a_dependant_is_released_after_the_instance_that_ended_its_dependency_wa
 
     let mut config = test_config();
     config.key_prefix = prefix;
+    config.redis_url = url;
     let second = spawn_app_with(config).await;
-    assert_eq!(second.job("b", "y").await.body["state"], "waiting");
-    until_state(&second, "b", "y", "pending").await;
+    let y = until_state(&second, "b", "y", "pending").await;
+    assert_eq!(
+        y["dependencies"],
+        json!([{"ref": "a/x", "state": "dead", "result": null}])
+    );
     until(Duration::from_secs(10), "the outbox is empty", || {
         let mut conn = conn.clone();
-        let key = keys.key(Key::OutboxDue).to_owned();
+        let key = outbox_key.clone();
         async move {
             redis::cmd("ZCARD")
                 .arg(key)
@@ -427,6 +448,32 @@ async fn a_dependant_is_released_after_the_instance_that_ended_its_dependency_wa
         }
     })
     .await;
-    let jobs = second.claim("b", json!({})).await;
-    assert_eq!(jobs[0]["dependencies"][0]["state"], "completed", "{jobs:?}");
+}
+
+/// An ack's call tells the dependants elsewhere at once (its instance's
+/// courier), not at the next sweep: here the sweeper sweeps once at
+/// start, then not for an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_tells_dependants_in_other_queues_at_once() {
+    let server = RedisServer::start();
+    let conn = redis_connection(&server.url()).await;
+    let mut config = test_config();
+    config.redis_url = server.url();
+    config.sweep_interval_ms = 3_600_000;
+    let app = spawn_app_with(config).await;
+    until(
+        Duration::from_secs(10),
+        "the first sweep lists the queues",
+        || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
+    )
+    .await;
+    app.enqueue("a", json!({"task": "t", "id": "x"})).await;
+    app.enqueue("b", json!({"task": "t", "id": "y", "after": ["a/x"]}))
+        .await;
+    run(&app, "a", "x", json!({"n": 1})).await;
+    let y = until_state(&app, "b", "y", "pending").await;
+    assert_eq!(
+        y["dependencies"],
+        json!([{"ref": "a/x", "state": "completed", "result": {"n": 1}}])
+    );
 }

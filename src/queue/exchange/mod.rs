@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicUsize;
 use redis;
 use serde_json::value::RawValue;
 
+use crate::queue::deps::Courier;
 use crate::queue::error::{QueueError, Result};
 use crate::queue::job::Job;
 use crate::queue::store::keys::QueueKeys;
@@ -193,6 +194,8 @@ pub(crate) struct ExchangeBatch {
     /// In a sharded queue, the home's `meta`, whose `arrivals` counter
     /// numbers the jobs enqueued (see `take_tags` in the library).
     pub(crate) arrivals: Option<String>,
+    /// Told of the calls that left ended jobs in the shard's outbox.
+    pub(crate) courier: Courier,
 }
 
 impl Batch for ExchangeBatch {
@@ -269,7 +272,10 @@ impl ExchangeBatch {
             false => Repeat::Once,
         };
         let (reply, resent) = self.redis.query_told(&Call { cmd, repeat }).await?;
-        let mut answers = exchange_answers(entries, reply)?;
+        let (mut answers, outboxed) = exchange_answers(entries, reply)?;
+        if outboxed > 0 {
+            self.courier.deliver();
+        }
         if let Some(resent) = resent {
             // A millisecond more: Redis's times are whole milliseconds.
             let within = i64::try_from(resent.as_millis())

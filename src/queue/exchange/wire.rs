@@ -51,8 +51,9 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
 /// (the number of jobs leased, then id, record, token and deadline per
 /// job); why the claims got fewer jobs than asked, the wait for the next
 /// rate limit token, the jobs it found expired, the `expiry` entries of
-/// the jobs leased that have one (id, entry pairs), and the dependencies
-/// of those that have some (id, dependencies pairs).
+/// the jobs leased that have one (id, entry pairs), the dependencies of
+/// those that have some (id, dependencies pairs), and the jobs it ended
+/// whose dependants elsewhere are to be told from their outbox.
 type RawExchange = (
     i64,
     Vec<String>,
@@ -63,6 +64,7 @@ type RawExchange = (
     u64,
     Vec<String>,
     Vec<Value>,
+    u64,
 );
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
@@ -172,10 +174,14 @@ pub fn exchange_command(
 }
 
 /// The answer to each of `entries`, in order, from the reply of the
-/// `exchange_command` call that carried them; an error when the reply does
-/// not fit them.
-pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result<Exchanged>>> {
-    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry, after) =
+/// `exchange_command` call that carried them, and the number of jobs the
+/// call ended whose dependants elsewhere are to be told; an error when the
+/// reply does not fit them.
+pub fn exchange_answers(
+    entries: &[Exchange],
+    reply: Value,
+) -> Result<(Vec<Result<Exchanged>>, u64)> {
+    let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry, after, outboxed) =
         RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
     let mut dependencies = HashMap::new();
     let mut after = after.into_iter();
@@ -238,7 +244,7 @@ pub fn exchange_answers(entries: &[Exchange], reply: Value) -> Result<Vec<Result
     {
         return Err(malformed());
     }
-    Ok(answers)
+    Ok((answers, outboxed))
 }
 
 /// An ack's arguments: id, lease token, result ('' for none).

@@ -14,11 +14,13 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::{self, FromRedisValue};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 mod claims;
 
 use super::counters::QueueCounters;
+use super::deps::{Courier, Notice};
 use super::error::{QueueError, Result};
 use super::exchange::lane::{Lane, LaneMetrics};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, HeadsBatch};
@@ -138,6 +140,8 @@ pub(crate) struct Shards {
     timeout: Duration,
     /// The bulk floor's share, in parts per million of jobs handed out.
     floor_ppm: u64,
+    /// Where the lanes send their notices of outboxes to send.
+    courier: mpsc::Sender<Notice>,
     known: Mutex<HashMap<String, Arc<QueueShards>>>,
 }
 
@@ -147,12 +151,14 @@ impl Shards {
         key_prefix: String,
         timeout: Duration,
         floor_ppm: u64,
+        courier: mpsc::Sender<Notice>,
     ) -> Self {
         Self {
             redis,
             key_prefix,
             timeout,
             floor_ppm,
+            courier,
             known: Mutex::default(),
         }
     }
@@ -222,6 +228,7 @@ impl Shards {
                         floor_ppm: self.floor_ppm,
                         shards: count,
                         arrivals: arrivals.clone(),
+                        courier: Courier::new(queue, shard, self.courier.clone()),
                     },
                     self.timeout,
                     metrics(),
