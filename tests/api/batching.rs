@@ -48,17 +48,7 @@ async fn private_app() -> (RedisServer, TestApp) {
 /// held call waits behind it until Redis resumes; the next scrape's reads
 /// go by other connections.
 async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
-    let scrape = async {
-        app.http
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .expect("scraped")
-            .text()
-            .await
-            .expect("text")
-    };
-    let Ok(text) = tokio::time::timeout(Duration::from_millis(500), scrape).await else {
+    let Ok(text) = tokio::time::timeout(Duration::from_millis(500), app.metrics()).await else {
         return 0.0;
     };
     let label = format!("queue=\"{queue}\"");
