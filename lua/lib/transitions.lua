@@ -404,6 +404,14 @@ local function ack_all(c, argv, first, last, now)
     end
   end
   if #ending > 0 then
+    -- Those whose cancel was asked end cancelled, for their dependants too.
+    local cancelled = NONE
+    if number(c, 'cancelling') > 0 and number(c, 'depended') > 0 then
+      cancelled = {}
+      for i, entry in ipairs(redis.call('HMGET', q.cancels, unpack(ending))) do
+        if entry then cancelled[ending[i]] = true end
+      end
+    end
     local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
@@ -432,6 +440,14 @@ local function ack_all(c, argv, first, last, now)
       redis.call('ZADD', q.completed, unpack(until_))
       redis.call('HSET', q.results, unpack(results))
       redis.call('HSET', q.leases, unpack(marks))
+    end
+    if next(cancelled) then
+      local completed, ends = {}, {}
+      for _, id in ipairs(ending) do
+        if cancelled[id] then ends[#ends + 1] = id else completed[#completed + 1] = id end
+      end
+      ended(c, ends, now, false, 'x')
+      ending = completed
     end
     local results
     if number(c, 'depended') > 0 then

@@ -177,9 +177,13 @@ impl Broker {
                         earlier: made_before.is_some(),
                     };
                     match (made_before, here) {
-                        // Made in the same call, before it: the function
+                        // Made in the same call, before it (so in the
+                        // same step, or an earlier one): the function
                         // finds it.
-                        (Some(_), true) => {}
+                        (Some(j), true) => {
+                            registration.steps[i] =
+                                registration.steps[i].max(registration.steps[j]);
+                        }
                         (Some(j), false) => {
                             registration.steps[i] =
                                 registration.steps[i].max(registration.steps[j] + 1);

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use prioq::config::Config;
-use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::keys::{Key, QueueKeys, shard_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -360,6 +360,67 @@ async fn a_waiting_job_is_cancelled_and_its_own_dependants_fail() {
     assert_eq!(c["last_error"], "dependency q/b cancelled");
     run(&app, "q", "a", json!(null)).await;
     assert_eq!(app.stats("q").await["waiting"], 0);
+}
+
+/// A processing dependency whose cancel was asked ends cancelled with its
+/// ack, and fails its dependant.
+#[tokio::test]
+async fn a_dependency_acked_after_its_cancel_fails_its_dependant() {
+    let app = spawn_app_with(test_config()).await;
+    app.enqueue("q", json!({"task": "t", "id": "x", "retain_ms": 60_000}))
+        .await;
+    app.enqueue("q", json!({"task": "t", "id": "y", "after": ["x"]}))
+        .await;
+    let x = app.claim("q", json!({})).await.remove(0);
+    let cancel = app
+        .post(app.queue_url("q", "/jobs/x/cancel"), json!({}))
+        .await;
+    assert_eq!(cancel.body["cancel_requested"], true, "{cancel:?}");
+    let ack = app.ack("q", &x).await;
+    assert_eq!(ack.status, StatusCode::NO_CONTENT, "{ack:?}");
+    assert_eq!(app.job("q", "x").await.body["state"], "cancelled");
+    let y = until_state(&app, "q", "y", "dead").await;
+    assert_eq!(y["last_error"], "dependency q/x cancelled", "{y}");
+}
+
+/// A batch of a sharded queue whose entries name earlier ones in other
+/// shards and in their own: each is made after those it names.
+pub(crate) async fn check_batch_across_shards(config: Config, shards: u32) {
+    let app = spawn_app_with(config).await;
+    // a in one shard; b in another; c in b's.
+    let id_in = |shard: u32, not: &str| {
+        (0..)
+            .map(|n| format!("{not}-{n}"))
+            .find(|id| shard_of(id, shards) == shard)
+            .expect("an id")
+    };
+    let a = id_in(0, "a");
+    let b = id_in(1, "b");
+    let c = id_in(1, "c");
+    let answer = app
+        .post(
+            app.queue_url("q", "/jobs/batch"),
+            json!({"jobs": [
+                {"task": "t", "id": a},
+                {"task": "t", "id": b, "after": [a]},
+                {"task": "t", "id": c, "after": [b]},
+            ]}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    let states: Vec<&Value> = answer.body["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| &job["state"])
+        .collect();
+    assert_eq!(
+        states,
+        [&json!("pending"), &json!("waiting"), &json!("waiting")]
+    );
+    run(&app, "q", &a, json!(null)).await;
+    run_when_pending(&app, "q", &b).await;
+    run_when_pending(&app, "q", &c).await;
 }
 
 /// The instance that ended a dependency is SIGKILLed between the two steps

@@ -15,7 +15,9 @@ use crate::dedup::{
     check_dedup_racing_ack, check_drop_answers_the_holder, check_removed_jobs_let_go,
     check_replace, check_ttl_after_the_end,
 };
-use crate::dependencies::{check_across_queues, check_chain, check_failures, check_refs};
+use crate::dependencies::{
+    check_across_queues, check_batch_across_shards, check_chain, check_failures, check_refs,
+};
 use crate::expiry::{
     check_claim_skips_expired_jobs, check_expiry_racing_claims, check_sweeper_ends_expired_jobs,
 };
@@ -317,4 +319,9 @@ async fn sharded_refs_and_earlier_batch_entries_in_other_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_dependencies_across_sharded_queues() {
     check_across_queues(sharded_cluster(&["images", "reports"], 3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_a_batch_names_earlier_entries_across_shards_and_in_its_own() {
+    check_batch_across_shards(sharded_cluster(&["q"], 3).await, 3).await;
 }
