@@ -37,9 +37,19 @@ fn enqueue(
         priority,
         group: Some(group.into()),
         delay_ms: 0,
+        after: Vec::new(),
         created: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
+}
+
+/// An enqueue of a job that waits for `after`.
+fn enqueue_after(n: u64, id: &str, priority: u8, at: i64, after: &str) -> Op {
+    let mut op = enqueue(n, "main", id, priority, "g9", at, Outcome::Ok);
+    if let Call::Enqueue { after: waits, .. } = &mut op.call {
+        waits.push(after.into());
+    }
+    op
 }
 
 /// A claim answered at once with one job, granted at `at` (its start).
@@ -342,6 +352,42 @@ fn a_result_other_than_the_acked_one_is_reported() {
     assert_eq!(broken(&history), ["result_mismatch"]);
 }
 
+/// e waits for d, which is still processing: a claim that hands out a
+/// less urgent job meanwhile breaks nothing, but e handed out is
+/// reported.
+#[test]
+fn a_dependant_handed_out_before_its_dependency_was_acked_is_reported() {
+    let mut history = clean();
+    history.push(enqueue_after(50, "e", 0, 405, "d"));
+    history.push(read(51, "main", "e", Some("waiting"), 407, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    history.push(claim(52, "main", ("e", 0, "g9", 0, 407), "te", 600, 1000));
+    history.push(ack(53, "main", "e", "te", 620));
+    replace(
+        &mut history,
+        read(51, "main", "e", Some("completed"), 407, Some(result("te"))),
+    );
+    assert_eq!(broken(&history), ["released_early"]);
+}
+
+/// f waits for a, acked at 60: handed out after that, it breaks nothing.
+#[test]
+fn a_dependant_handed_out_after_its_dependency_was_acked_breaks_nothing() {
+    let mut history = clean();
+    history.push(enqueue_after(50, "f", 3, 30, "a"));
+    history.push(claim(52, "main", ("f", 3, "g9", 0, 32), "tf", 600, 1000));
+    history.push(ack(53, "main", "f", "tf", 620));
+    history.push(read(
+        51,
+        "main",
+        "f",
+        Some("completed"),
+        32,
+        Some(result("tf")),
+    ));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+}
+
 #[test]
 fn every_rule_has_a_planted_violation() {
     // The tests above plant one violation per rule; a rule added to the
@@ -357,6 +403,7 @@ fn every_rule_has_a_planted_violation() {
         "priority_order",
         "fifo_order",
         "cap_exceeded",
+        "released_early",
         "result_mismatch",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();

@@ -65,6 +65,9 @@ pub enum Call {
         priority: u8,
         group: Option<String>,
         delay_ms: u64,
+        /// The ids of the jobs of its queue it waits for.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        after: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         created: Option<bool>,
     },

@@ -62,7 +62,7 @@ pub struct JobFacts<'h> {
     pub reads: Vec<&'h Op>,
 }
 
-impl JobFacts<'_> {
+impl<'h> JobFacts<'h> {
     /// The end of the first enqueue answered ok: the job certainly
     /// existed from then on.
     pub fn created_by(&self) -> Option<i64> {
@@ -81,6 +81,18 @@ impl JobFacts<'_> {
             .filter(|op| op.outcome != Outcome::Failed)
             .map(|op| op.start_ms)
             .min()
+    }
+
+    /// The jobs of its queue it waits for (its enqueues all send the same
+    /// body).
+    pub fn after(&self) -> &'h [String] {
+        self.enqueues
+            .iter()
+            .find_map(|&op: &&'h Op| match &op.call {
+                Call::Enqueue { after, .. } => Some(after.as_slice()),
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     /// The delay its enqueues asked for (they all send the same body).

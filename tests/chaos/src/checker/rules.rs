@@ -69,6 +69,12 @@ pub const RULES: &[Rule] = &[
         check: cap_exceeded,
     },
     Rule {
+        name: "released_early",
+        promise: "a job waiting for others is handed out only after each of them \
+                  may have completed (an ack of it began)",
+        check: released_early,
+    },
+    Rule {
         name: "result_mismatch",
         promise: "a completed job's result is the one its ack sent",
         check: result_mismatch,
@@ -399,7 +405,12 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
     let lost = unresolved_claims(facts);
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
-        if facts.caps.get(queue).is_some_and(|c| c.any()) || job.delay_ms() != Some(0) {
+        // A job waiting for others becomes pending when the last of them
+        // completes, which no operation marks: it is no witness.
+        if facts.caps.get(queue).is_some_and(|c| c.any())
+            || job.delay_ms() != Some(0)
+            || !job.after().is_empty()
+        {
             continue;
         }
         let (
@@ -508,6 +519,33 @@ fn unresolved_claims<'h>(facts: &Facts<'h>) -> Vec<&'h Op> {
             })
         })
         .collect()
+}
+
+/// Every lease of a job enqueued with `after`, against the acks of the
+/// jobs it waits for: one of each that may have been applied must have
+/// begun before the claim that handed it out ended.
+fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&(queue, id), job) in &facts.jobs {
+        for dependency in job.after() {
+            let acked_from = facts
+                .jobs
+                .get(&(queue, dependency.as_str()))
+                .and_then(|d| d.acks.iter().map(|ack| ack.op.start_ms).min());
+            for lease in leases_of(facts, job) {
+                if acked_from.is_none_or(|from| from >= lease.claim.end_ms) {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}: {id} handed out (op {}) before its dependency {dependency} was acked",
+                            lease.claim.op
+                        ),
+                        [lease.claim.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 fn cap_exceeded(facts: &Facts<'_>) -> Vec<Violation> {

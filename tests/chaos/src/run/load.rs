@@ -3,6 +3,7 @@
 //! seed makes the same sequence of requests per client (what the service
 //! answers, and so the interleaving, depends on real timing).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -68,11 +69,13 @@ pub fn rng_for(seed: u64, n: u64) -> StdRng {
 }
 
 /// Enqueues jobs with ids of its own until told to stop; an enqueue not
-/// answered ok is sent again, same body, a few times.
+/// answered ok is sent again, same body, a few times. Some jobs wait for
+/// the producer's last job enqueued ok on their queue (`after`).
 pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     let mut rng = rng_for(seed, n);
     let process = format!("p{n}");
     let mut count = 0u64;
+    let mut last_ok: HashMap<&str, String> = HashMap::new();
     while !ctx.produce.load(Ordering::Relaxed) {
         count += 1;
         let id = format!("{process}-{count}");
@@ -84,10 +87,17 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         } else {
             0
         };
-        let body = json!({
+        let after: Vec<String> = match last_ok.get(queue) {
+            Some(previous) if rng.random_bool(0.15) => vec![previous.clone()],
+            _ => Vec::new(),
+        };
+        let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
         });
+        if !after.is_empty() {
+            body["after"] = json!(after);
+        }
         for _ in 0..4 {
             let answer = ctx
                 .call(
@@ -100,11 +110,13 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         priority,
                         group: Some(group.clone()),
                         delay_ms,
+                        after: after.clone(),
                         created: a.body["created"].as_bool(),
                     },
                 )
                 .await;
             if answer.outcome == Outcome::Ok {
+                last_ok.insert(queue, id.clone());
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
