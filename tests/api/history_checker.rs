@@ -370,6 +370,29 @@ fn a_dependant_handed_out_before_its_dependency_was_acked_is_reported() {
     assert_eq!(broken(&history), ["released_early"]);
 }
 
+/// A cancel answered ok for g, pending: g is no longer pending for the
+/// order rules (a claim then hands out a less urgent job), and a claim
+/// that hands g out afterwards is reported.
+#[test]
+fn a_job_handed_out_after_its_cancel_is_reported() {
+    let mut history = clean();
+    history.push(enqueue(50, "main", "g", 0, "g9", 405, Outcome::Ok));
+    let cancel = Call::Cancel {
+        id: "g".into(),
+        state: Some("cancelled".into()),
+    };
+    history.push(op(51, "main", (411, 415), Outcome::Ok, cancel));
+    history.push(read(52, "main", "g", Some("cancelled"), 407, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    history.push(claim(53, "main", ("g", 0, "g9", 0, 407), "tg", 800, 1000));
+    history.push(ack(54, "main", "g", "tg", 820));
+    replace(
+        &mut history,
+        read(52, "main", "g", Some("completed"), 407, Some(result("tg"))),
+    );
+    assert_eq!(broken(&history), ["cancelled_delivered_again"]);
+}
+
 /// f waits for a, acked at 60: handed out after that, it breaks nothing.
 #[test]
 fn a_dependant_handed_out_after_its_dependency_was_acked_breaks_nothing() {
@@ -403,6 +426,7 @@ fn every_rule_has_a_planted_violation() {
         "priority_order",
         "fifo_order",
         "cap_exceeded",
+        "cancelled_delivered_again",
         "released_early",
         "result_mismatch",
     ];

@@ -98,6 +98,13 @@ pub enum Call {
         token: String,
         delay_ms: u64,
     },
+    /// A cancel, and the state it answered (`cancelled`, or `processing`
+    /// for a running job asked to stop).
+    Cancel {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+    },
     /// A job read back at the end of the run: its state (`None`: 404).
     Read {
         id: String,

@@ -58,6 +58,8 @@ pub struct JobFacts<'h> {
     /// Indexes into [`Facts::leases`].
     pub leases: Vec<usize>,
     pub acks: Vec<AckFact<'h>>,
+    /// Cancels that may have been applied (not failed).
+    pub cancels: Vec<&'h Op>,
     /// Final reads answered (200 or 404).
     pub reads: Vec<&'h Op>,
 }
@@ -229,6 +231,11 @@ impl<'h> Facts<'h> {
             Call::Read { id, .. } => {
                 if op.outcome == Outcome::Ok {
                     self.job(queue, id).reads.push(op);
+                }
+            }
+            Call::Cancel { id, .. } => {
+                if op.outcome != Outcome::Failed {
+                    self.job(queue, id).cancels.push(op);
                 }
             }
             Call::Extend { .. } | Call::Nack { .. } => {}

@@ -69,6 +69,11 @@ pub const RULES: &[Rule] = &[
         check: cap_exceeded,
     },
     Rule {
+        name: "cancelled_delivered_again",
+        promise: "a job whose cancel was answered ok is never handed out again",
+        check: cancelled_delivered_again,
+    },
+    Rule {
         name: "released_early",
         promise: "a job waiting for others is handed out only after each of them \
                   may have completed (an ack of it began)",
@@ -460,31 +465,23 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
     out
 }
 
-/// When each job was first possibly taken by a claim: the start of the
-/// first attempt under the request id of the first claim that answered it.
+/// When each job was first possibly taken out of pending: the start of
+/// the first attempt under the request id of the first claim that
+/// answered it, or of its first cancel that may have been applied.
 fn taken_from<'h>(facts: &Facts<'h>) -> BTreeMap<JobKey<'h>, i64> {
-    let mut first: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    for op in facts.ops {
-        if let Call::Claim {
-            worker, request_id, ..
-        } = &op.call
-        {
-            let at = first.entry((worker, request_id)).or_insert(op.start_ms);
-            *at = (*at).min(op.start_ms);
-        }
-    }
+    let first = first_sends(facts);
     let mut taken = BTreeMap::new();
     for lease in &facts.leases {
-        let Call::Claim {
-            worker, request_id, ..
-        } = &lease.claim.call
-        else {
-            continue;
-        };
-        let at = first[&(worker.as_str(), request_id.as_str())];
+        let at = first_send(&first, lease.claim);
         let key = (lease.claim.queue.as_str(), lease.lease.id.as_str());
         let entry = taken.entry(key).or_insert(at);
         *entry = (*entry).min(at);
+    }
+    for (&key, job) in &facts.jobs {
+        if let Some(at) = job.cancels.iter().map(|op| op.start_ms).min() {
+            let entry = taken.entry(key).or_insert(at);
+            *entry = (*entry).min(at);
+        }
     }
     taken
 }
@@ -519,6 +516,61 @@ fn unresolved_claims<'h>(facts: &Facts<'h>) -> Vec<&'h Op> {
             })
         })
         .collect()
+}
+
+/// Every lease of a job granted by a claim whose first send began after a
+/// cancel of the job was answered ok.
+fn cancelled_delivered_again(facts: &Facts<'_>) -> Vec<Violation> {
+    let first = first_sends(facts);
+    let mut out = Vec::new();
+    for (&(queue, id), job) in &facts.jobs {
+        let Some(cancel) = job
+            .cancels
+            .iter()
+            .filter(|op| op.outcome == Outcome::Ok)
+            .min_by_key(|op| op.end_ms)
+        else {
+            continue;
+        };
+        for lease in leases_of(facts, job) {
+            if first_send(&first, lease.claim) > cancel.end_ms {
+                out.push(Violation::new(
+                    format!(
+                        "{queue}: {id} handed out (op {}) after its cancel (op {})",
+                        lease.claim.op, cancel.op
+                    ),
+                    [cancel.op, lease.claim.op],
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The start of the first send of each claim's request id, by worker and
+/// request id: a claim sent again answers what its first send took.
+fn first_sends<'h>(facts: &Facts<'h>) -> BTreeMap<(&'h str, &'h str), i64> {
+    let mut first: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for op in facts.ops {
+        if let Call::Claim {
+            worker, request_id, ..
+        } = &op.call
+        {
+            let at = first.entry((worker, request_id)).or_insert(op.start_ms);
+            *at = (*at).min(op.start_ms);
+        }
+    }
+    first
+}
+
+/// When the first send of `claim`'s request id began.
+fn first_send(first: &BTreeMap<(&str, &str), i64>, claim: &Op) -> i64 {
+    match &claim.call {
+        Call::Claim {
+            worker, request_id, ..
+        } => first[&(worker.as_str(), request_id.as_str())],
+        _ => claim.start_ms,
+    }
 }
 
 /// Every lease of a job enqueued with `after`, against the acks of the

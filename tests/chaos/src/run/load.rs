@@ -68,15 +68,35 @@ pub fn rng_for(seed: u64, n: u64) -> StdRng {
     StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
+/// Jobs a producer remembers, to cancel one of them now and then.
+const RECENT: usize = 20;
+
 /// Enqueues jobs with ids of its own until told to stop; an enqueue not
 /// answered ok is sent again, same body, a few times. Some jobs wait for
-/// the producer's last job enqueued ok on their queue (`after`).
+/// the producer's last job enqueued ok on their queue (`after`); now and
+/// then it cancels one of its recent jobs, in whatever state it is.
 pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     let mut rng = rng_for(seed, n);
     let process = format!("p{n}");
     let mut count = 0u64;
     let mut last_ok: HashMap<&str, String> = HashMap::new();
+    let mut recent: Vec<(&str, String)> = Vec::new();
     while !ctx.produce.load(Ordering::Relaxed) {
+        if !recent.is_empty() && rng.random_bool(0.05) {
+            let (queue, id) = recent[rng.random_range(0..recent.len())].clone();
+            let path = format!("/jobs/{id}/cancel");
+            ctx.call(
+                &mut rng,
+                &process,
+                queue,
+                (Method::POST, &path, Some(&json!({"reason": "chaos"}))),
+                |a| Call::Cancel {
+                    id: id.clone(),
+                    state: a.body["state"].as_str().map(str::to_owned),
+                },
+            )
+            .await;
+        }
         count += 1;
         let id = format!("{process}-{count}");
         let queue = if rng.random_bool(0.25) { CAPPED } else { MAIN };
@@ -117,6 +137,10 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                 .await;
             if answer.outcome == Outcome::Ok {
                 last_ok.insert(queue, id.clone());
+                if recent.len() == RECENT {
+                    recent.remove(0);
+                }
+                recent.push((queue, id.clone()));
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

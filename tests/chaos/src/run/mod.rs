@@ -252,6 +252,7 @@ fn kind(call: &Call) -> &'static str {
         Call::Ack(_) => "ack",
         Call::Extend { .. } => "extend",
         Call::Nack { .. } => "nack",
+        Call::Cancel { .. } => "cancel",
         Call::Read { .. } => "read",
     }
 }
