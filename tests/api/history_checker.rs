@@ -38,6 +38,8 @@ fn enqueue(
         group: Some(group.into()),
         delay_ms: 0,
         after: Vec::new(),
+        expires_in_ms: None,
+        expires_at: None,
         created: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
@@ -370,6 +372,40 @@ fn a_dependant_handed_out_before_its_dependency_was_acked_is_reported() {
     assert_eq!(broken(&history), ["released_early"]);
 }
 
+/// h expires at 450 (by Redis's clock, here the runner's): pending
+/// meanwhile, it is no witness for the order rules; handed out at 440 it
+/// breaks nothing, at 460 it is reported.
+#[test]
+fn a_job_handed_out_after_its_expiry_is_reported() {
+    let mut history = clean();
+    let mut expiring = enqueue(50, "main", "h", 0, "g9", 405, Outcome::Ok);
+    if let Call::Enqueue {
+        expires_in_ms,
+        expires_at,
+        ..
+    } = &mut expiring.call
+    {
+        (*expires_in_ms, *expires_at) = (Some(45), Some(450));
+    }
+    history.push(expiring);
+    history.push(claim(51, "main", ("h", 0, "g9", 0, 407), "th", 440, 1000));
+    history.push(ack(52, "main", "h", "th", 470));
+    history.push(read(
+        53,
+        "main",
+        "h",
+        Some("completed"),
+        407,
+        Some(result("th")),
+    ));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    replace(
+        &mut history,
+        claim(51, "main", ("h", 0, "g9", 0, 407), "th", 460, 1000),
+    );
+    assert_eq!(broken(&history), ["expired_delivered"]);
+}
+
 /// A cancel answered ok for g, pending: g is no longer pending for the
 /// order rules (a claim then hands out a less urgent job), and a claim
 /// that hands g out afterwards is reported.
@@ -426,6 +462,7 @@ fn every_rule_has_a_planted_violation() {
         "priority_order",
         "fifo_order",
         "cap_exceeded",
+        "expired_delivered",
         "cancelled_delivered_again",
         "released_early",
         "result_mismatch",

@@ -68,6 +68,12 @@ pub enum Call {
         /// The ids of the jobs of its queue it waits for.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         after: Vec<String>,
+        /// Its expiry, as sent (dead-lettered when it comes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_in_ms: Option<u64>,
+        /// Its deadline as answered, by Redis's clock.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_at: Option<i64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         created: Option<bool>,
     },

@@ -97,6 +97,30 @@ impl<'h> JobFacts<'h> {
             .unwrap_or_default()
     }
 
+    /// Whether its enqueues asked for an expiry.
+    pub fn expires(&self) -> bool {
+        self.enqueues.iter().any(|op| {
+            matches!(
+                &op.call,
+                Call::Enqueue {
+                    expires_in_ms: Some(_),
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Its deadline, by Redis's clock, as an enqueue answered ok says.
+    pub fn expires_at(&self) -> Option<i64> {
+        self.enqueues
+            .iter()
+            .filter(|op| op.outcome == Outcome::Ok)
+            .find_map(|op| match &op.call {
+                Call::Enqueue { expires_at, .. } => *expires_at,
+                _ => None,
+            })
+    }
+
     /// The delay its enqueues asked for (they all send the same body).
     pub fn delay_ms(&self) -> Option<u64> {
         self.enqueues.iter().find_map(|op| match &op.call {

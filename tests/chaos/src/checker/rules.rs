@@ -69,6 +69,11 @@ pub const RULES: &[Rule] = &[
         check: cap_exceeded,
     },
     Rule {
+        name: "expired_delivered",
+        promise: "no claim hands out a job at or after its expiry",
+        check: expired_delivered,
+    },
+    Rule {
         name: "cancelled_delivered_again",
         promise: "a job whose cancel was answered ok is never handed out again",
         check: cancelled_delivered_again,
@@ -411,10 +416,12 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
         // A job waiting for others becomes pending when the last of them
-        // completes, which no operation marks: it is no witness.
+        // completes, and one that expires leaves pending when its deadline
+        // comes, which no operation marks: neither is a witness.
         if facts.caps.get(queue).is_some_and(|c| c.any())
             || job.delay_ms() != Some(0)
             || !job.after().is_empty()
+            || job.expires()
         {
             continue;
         }
@@ -516,6 +523,29 @@ fn unresolved_claims<'h>(facts: &Facts<'h>) -> Vec<&'h Op> {
             })
         })
         .collect()
+}
+
+/// Every lease of a job enqueued with an expiry, against its deadline:
+/// both by Redis's clock, so no offset comes in.
+fn expired_delivered(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&(queue, id), job) in &facts.jobs {
+        let Some(deadline) = job.expires_at() else {
+            continue;
+        };
+        for lease in leases_of(facts, job) {
+            if lease.granted_at >= deadline {
+                out.push(Violation::new(
+                    format!(
+                        "{queue}: {id} handed out at {} (op {}), its expiry at {deadline}",
+                        lease.granted_at, lease.claim.op
+                    ),
+                    [lease.claim.op],
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Every lease of a job granted by a claim whose first send began after a

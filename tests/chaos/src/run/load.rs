@@ -111,12 +111,16 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
             Some(previous) if rng.random_bool(0.15) => vec![previous.clone()],
             _ => Vec::new(),
         };
+        let expires_in_ms: Option<u64> = rng.random_bool(0.1).then(|| rng.random_range(300..4000));
         let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
         });
         if !after.is_empty() {
             body["after"] = json!(after);
+        }
+        if let Some(ms) = expires_in_ms {
+            body["expires_in_ms"] = json!(ms);
         }
         for _ in 0..4 {
             let answer = ctx
@@ -131,6 +135,8 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         group: Some(group.clone()),
                         delay_ms,
                         after: after.clone(),
+                        expires_in_ms,
+                        expires_at: parse_time(&a.body["expires_at"]),
                         created: a.body["created"].as_bool(),
                     },
                 )
