@@ -233,8 +233,17 @@ impl Broker {
         if refs.is_empty() {
             return Ok(());
         }
-        // The refs by the slot they name: (queue, shard) → refs.
-        let mut targets: BTreeMap<(String, usize), Vec<Ref>> = BTreeMap::new();
+        // A ref in its job's own slot is only checked; one elsewhere is
+        // registered with.
+        let own = |one: &Ref| {
+            one.queue == queue
+                && keys::shard_of(&one.id, shards.count())
+                    == keys::shard_of(&ids[one.job], shards.count())
+        };
+        // The refs by the slot they name and what is done there: (queue,
+        // shard, adding) → refs. Two jobs of a request may name one
+        // dependency, one from its slot and one from another.
+        let mut targets: BTreeMap<(String, usize, bool), Vec<Ref>> = BTreeMap::new();
         let mut known: HashMap<String, Arc<QueueShards>> = HashMap::new();
         for one in refs {
             if !known.contains_key(&one.queue) {
@@ -242,18 +251,13 @@ impl Broker {
             }
             let shard = keys::shard_of(&one.id, known[&one.queue].count()) as usize;
             targets
-                .entry((one.queue.clone(), shard))
+                .entry((one.queue.clone(), shard, !own(&one)))
                 .or_default()
                 .push(one);
         }
-        let own = |one: &Ref| {
-            one.queue == queue
-                && keys::shard_of(&one.id, shards.count())
-                    == keys::shard_of(&ids[one.job], shards.count())
-        };
-        let calls = targets.iter().map(|((other_queue, shard), refs)| {
+        let calls = targets.iter().map(|((other_queue, shard, adding), refs)| {
             let keys = &known[other_queue].shards[*shard].keys;
-            let adding = !own(&refs[0]);
+            let adding = *adding;
             let mut call = LIBRARY.call(Function::Dependency, keys);
             call.arg(if adding { "add" } else { "check" });
             for one in refs {

@@ -421,6 +421,25 @@ pub(crate) async fn check_batch_across_shards(config: Config, shards: u32) {
     run(&app, "q", &a, json!(null)).await;
     run_when_pending(&app, "q", &b).await;
     run_when_pending(&app, "q", &c).await;
+
+    // One dependency named by two entries of a batch, one in its shard and
+    // one in another: both hear of its end.
+    let x = id_in(2, "x");
+    let (near, far) = (id_in(2, "near"), id_in(0, "far"));
+    app.enqueue("q", json!({"task": "t", "id": x})).await;
+    let answer = app
+        .post(
+            app.queue_url("q", "/jobs/batch"),
+            json!({"jobs": [
+                {"task": "t", "id": near, "after": [x]},
+                {"task": "t", "id": far, "after": [x]},
+            ]}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    run(&app, "q", &x, json!(null)).await;
+    until_state(&app, "q", &near, "pending").await;
+    until_state(&app, "q", &far, "pending").await;
 }
 
 /// The instance that ended a dependency is SIGKILLed between the two steps
