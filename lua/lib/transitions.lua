@@ -457,6 +457,10 @@ local function ack_all(c, argv, first, last, now)
       end
     end
     ended(c, ending, now, false, 'c', results)
+    -- Their dependants here are released now, not at `settle`: a claim
+    -- later in the call (one that carried these acks) may take them, as
+    -- a claim after the acks would.
+    if c.told then on_ended(c) end
     if in_flight then wake_if_slot_freed(c, in_flight) end
   end
   return statuses

@@ -105,6 +105,38 @@ async fn a_chain_runs_in_order_each_with_the_result_before_it() {
     check_chain(test_config()).await;
 }
 
+/// An ack inside a claim releases a dependant in time for that claim, as
+/// an ack alone followed by a claim does.
+#[tokio::test]
+async fn an_ack_inside_a_claim_releases_a_dependant_for_that_claim_as_an_ack_alone_does() {
+    let app = spawn_app_with(test_config()).await;
+    for queue in ["alone", "inside"] {
+        app.enqueue(queue, json!({"task": "t", "id": "a"})).await;
+        app.enqueue(queue, json!({"task": "t", "id": "b", "after": ["a"]}))
+            .await;
+    }
+    // One by one: the ack, then a claim.
+    let a = app.claim("alone", json!({})).await.remove(0);
+    assert_eq!(app.ack("alone", &a).await.status, StatusCode::NO_CONTENT);
+    let alone = app.claim("alone", json!({})).await;
+    // Together: the claim carries the ack.
+    let a = app.claim("inside", json!({})).await.remove(0);
+    let inside = app
+        .post(
+            app.queue_url("inside", "/claim"),
+            json!({"ack": [{"id": "a", "lease_token": a["lease_token"]}]}),
+        )
+        .await;
+    assert_eq!(inside.status, StatusCode::OK, "{inside:?}");
+    let ids = |jobs: &[Value]| jobs.iter().map(|j| id_of(j).to_owned()).collect::<Vec<_>>();
+    assert_eq!(ids(&alone), ["b"]);
+    assert_eq!(
+        ids(inside.body["jobs"].as_array().expect("jobs")),
+        ids(&alone),
+        "{inside:?}"
+    );
+}
+
 /// A dependant with a delay is scheduled once released, its delay counted
 /// from then; the waiting jobs show in the metrics.
 #[tokio::test]
