@@ -44,11 +44,7 @@ local function forget_after(c, id)
   local q = c.q
   local entry = redis.call('HGET', q.after, id)
   if not entry then return end
-  local fields = {}
-  for ref in string.gmatch(string.sub(entry, 3), '%S+') do
-    fields[#fields + 1] = id .. ' ' .. ref
-  end
-  redis.call('HDEL', q.after_done, unpack(fields))
+  redis.call('HDEL', q.after_done, unpack(pairs_of(id, entry)))
   redis.call('HDEL', q.after, id)
   redis.call('HDEL', q.after_left, id)
   add(c, 'depending', -1)

@@ -276,13 +276,20 @@ local function dependants_of(q, id)
   return members
 end
 
--- The dependencies of job `id`, whose `after` entry is `entry`: {entry,
--- the number not finished, then per ref its `after:done` entry or false}.
-local function dependencies_of(q, id, entry)
+-- The `after:done` fields of job `id`, whose `after` entry is `entry`:
+-- "<id> <ref>" per ref, in order.
+local function pairs_of(id, entry)
   local fields = {}
   for ref in string.gmatch(string.sub(entry, 3), '%S+') do
     fields[#fields + 1] = id .. ' ' .. ref
   end
+  return fields
+end
+
+-- The dependencies of job `id`, whose `after` entry is `entry`: {entry,
+-- the number not finished, then per ref its `after:done` entry or false}.
+local function dependencies_of(q, id, entry)
+  local fields = pairs_of(id, entry)
   local out = {entry, redis.call('HGET', q.after_left, id) or '0'}
   local done = redis.call('HMGET', q.after_done, unpack(fields))
   for i = 1, #fields do

@@ -246,10 +246,10 @@ impl Broker {
         let mut targets: BTreeMap<(String, usize, bool), Vec<Ref>> = BTreeMap::new();
         let mut known: HashMap<String, Arc<QueueShards>> = HashMap::new();
         for one in refs {
-            if !known.contains_key(&one.queue) {
-                known.insert(one.queue.clone(), self.shards.of(&one.queue).await?);
-            }
-            let shard = keys::shard_of(&one.id, known[&one.queue].count()) as usize;
+            let shard = keys::shard_of(
+                &one.id,
+                self.known_shards(&mut known, &one.queue).await?.count(),
+            ) as usize;
             targets
                 .entry((one.queue.clone(), shard, !own(&one)))
                 .or_default()
@@ -305,6 +305,18 @@ impl Broker {
             .map(|(shard, ends)| self.tell(&shards.shards[*shard].keys, ends));
         try_join_all(tells).await?;
         Ok(())
+    }
+
+    /// The shards of `queue`, read once for all the refs of one step.
+    async fn known_shards<'k>(
+        &self,
+        known: &'k mut HashMap<String, Arc<QueueShards>>,
+        queue: &str,
+    ) -> Result<&'k Arc<QueueShards>> {
+        if !known.contains_key(queue) {
+            known.insert(queue.to_owned(), self.shards.of(queue).await?);
+        }
+        Ok(&known[queue])
     }
 
     /// Tells jobs of the slot of `keys` of ends of their dependencies:
@@ -365,10 +377,10 @@ impl Broker {
         let mut known: HashMap<String, Arc<QueueShards>> = HashMap::new();
         for member in members {
             let (other_queue, other) = member.split_once('/').ok_or_else(malformed)?;
-            if !known.contains_key(other_queue) {
-                known.insert(other_queue.to_owned(), self.shards.of(other_queue).await?);
-            }
-            let shard = keys::shard_of(other, known[other_queue].count()) as usize;
+            let shard = keys::shard_of(
+                other,
+                self.known_shards(&mut known, other_queue).await?.count(),
+            ) as usize;
             slots
                 .entry((other_queue.to_owned(), shard))
                 .or_default()

@@ -328,19 +328,8 @@ fn order(
     let witnesses = witnesses(facts);
     // A claim sent again under its request id answers what its first send
     // took, when that one ran: it is judged from the first send's start.
-    let mut first_sent: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    for op in facts.ops {
-        if let Call::Claim { request_id, .. } = &op.call {
-            let start = first_sent
-                .entry((op.queue.as_str(), request_id.as_str()))
-                .or_insert(op.start_ms);
-            *start = (*start).min(op.start_ms);
-        }
-    }
-    let start_of = |op: &Op| match &op.call {
-        Call::Claim { request_id, .. } => first_sent[&(op.queue.as_str(), request_id.as_str())],
-        _ => op.start_ms,
-    };
+    let first = first_sends(facts);
+    let start_of = |op: &Op| first_send(&first, op);
     let mut claims: Vec<&Op> = facts
         .ops
         .iter()
