@@ -1,6 +1,7 @@
 //! A full Redis (`maxmemory` with `noeviction`) is still drained: claims,
 //! acks, nacks, extends and deletes run; the writes that grow memory
-//! answer 507 `backend_full` with `effect: none` and change nothing. An
+//! (enqueues with dependencies among them) answer 507 `backend_full`
+//! with `effect: none` and change nothing. An
 //! evicting policy is named in /readyz.
 
 use std::time::Duration;
@@ -78,7 +79,7 @@ async fn a_full_redis_is_drained_and_refuses_growth_with_no_effect() {
         )
         .await;
     assert_eq!(nacked.body["state"], "dead", "{nacked:?}");
-    app.enqueue("other", json!({"task": "t"})).await;
+    app.enqueue("other", json!({"task": "t", "id": "o1"})).await;
 
     let pad = "x".repeat(16 * 1024);
     let mut stored = 0;
@@ -129,6 +130,14 @@ async fn a_full_redis_is_drained_and_refuses_growth_with_no_effect() {
             .put(q("/schedules/s"))
             .json(&json!({"cron": "* * * * *", "task": "t", "args": {"pad": pad}})),
         app.http.post(q("/dlq/dead/requeue")),
+        // Dependencies: one in the job's slot is checked, one elsewhere
+        // registered with, before the enqueue: refused there already.
+        app.http
+            .post(q("/jobs"))
+            .json(&json!({"task": "t", "after": ["dead"]})),
+        app.http
+            .post(q("/jobs/batch"))
+            .json(&json!({"jobs": [{"task": "t", "after": ["other/o1"]}]})),
         app.http
             .patch(q("/settings"))
             .header("content-type", "application/merge-patch+json")
