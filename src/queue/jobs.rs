@@ -184,8 +184,15 @@ impl Broker {
             (0..jobs.len()).map(|_| None).collect();
         for step in 0..registration.step_count() {
             if step > 0 {
-                self.register_step(queue, &shards, &ids, &registration, step)
-                    .await?;
+                // Earlier steps' jobs are in: a client that hears "no
+                // effect" would send them again, under new ids where
+                // prioq made theirs.
+                let registered = self.register_step(queue, &shards, &ids, &registration, step);
+                registered.await.map_err(|error| {
+                    QueueError::Unknown(anyhow::Error::new(error).context(
+                        "the jobs of the request's earlier steps were enqueued, the others' not",
+                    ))
+                })?;
             }
             let mut tries = 0;
             loop {
