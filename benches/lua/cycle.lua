@@ -9,6 +9,11 @@
 --   acked.
 -- bench_harness: the same rounds with the calls left out, to take the
 --   harness's own instructions out.
+-- bench_part: ARGV[1] rounds, ARGV[2] N, ARGV[3] 'enqueue', 'claim' or
+--   'ack', ARGV[4] 'harness' to leave the calls out: rounds of that one
+--   call alone (enqueue fills the queue, claim takes from it and keeps
+--   the leases, ack acks those kept), so that each part is counted on
+--   its own.
 
 local bench_ids = 0
 
@@ -86,4 +91,38 @@ redis.register_function('bench_harness', function(keys, argv)
     end
   end
   return bench_rounds(keys, argv, function() return {0, {}, {}, fake} end)
+end)
+
+-- The leases bench_part's claims took, for its acks.
+local bench_kept = {}
+
+redis.register_function('bench_part', function(keys, argv)
+  local rounds, n, part, harness = tonumber(argv[1]), tonumber(argv[2]), argv[3], argv[4] == 'harness'
+  local body = string.rep('x', 200)
+  local call, fake = exchange, {}
+  if harness then
+    for i = 1, n do
+      for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
+        fake[#fake + 1] = v
+      end
+    end
+    call = function() return {0, {}, {}, fake} end
+  end
+  for _ = 1, rounds do
+    if part == 'enqueue' then
+      call(keys, bench_argv({}, n, 0, body))
+    elseif part == 'claim' then
+      local kept = harness and {} or bench_kept
+      for _, lease in ipairs(bench_leases(call(keys, bench_argv({}, 0, n, body)))) do
+        kept[#kept + 1] = lease
+      end
+    else
+      local acking = {}
+      for i = 1, n do
+        acking[i] = harness and {'bench' .. i, 'bench-' .. i} or table.remove(bench_kept)
+      end
+      call(keys, bench_argv(acking, 0, 0, body))
+    end
+  end
+  return #bench_kept
 end)
