@@ -1,0 +1,61 @@
+# Sourced by scripts/lua-instructions and scripts/lua-profile: what both
+# need to run benches/lua/cycle.lua inside a redis-server of their own.
+# The sourcing script sets `work` (a scratch directory) and `pids` (the
+# processes its cleanup stops) before calling these.
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_for_redis() {
+  for _ in $(seq 600); do
+    redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "redis-server on port $1 did not answer"
+}
+
+# Writes to $work/library.lua the library the prioq binary $1 loads,
+# renamed prioq_bench, with the harness appended.
+library_of() {
+  local port http pid
+  port=$(free_port)
+  http=$(free_port)
+  redis-server --port "$port" --save '' --appendonly no >"$work/redis-$port.log" 2>&1 &
+  pids+=($!)
+  wait_for_redis "$port"
+  "$1" --listen "127.0.0.1:$http" --redis-url "redis://127.0.0.1:$port" >"$work/prioq.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 300); do
+    curl -fs -o /dev/null -X POST "127.0.0.1:$http/v1/queues/library/jobs" \
+      -H 'content-type: application/json' -d '{"task": "load"}' && break
+    sleep 0.1
+  done
+  kill "$pid"
+  redis-cli -p "$port" --raw FUNCTION LIST WITHCODE | sed -n '/^#!lua/,$p' |
+    sed -e '1s/name=prioq_[0-9a-f]*/name=prioq_bench/' >"$work/library.lua"
+  [ -s "$work/library.lua" ] || die "$1 loaded no library (see $work/prioq.log)"
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  cat benches/lua/cycle.lua >>"$work/library.lua"
+}
+
+# exchange's keys for the queue `bench` (a library of an older version
+# takes the first ones).
+keys=()
+for key in pending scheduled processing dead jobs leases meta weights groups completed results progress claims claims:until \
+  expiry expiry:due dedup dedup:of dedup:until cancels waiting after after:left after:done after:early outbox outbox:due \
+  depended; do
+  keys+=("{bench}:$key")
+done
+
+# Empties the redis-server on port $1 and lists the queue `bench` as
+# prioq lists a queue before its first write, with $work/library.lua's
+# functions.
+fresh_queue() {
+  local version
+  version=$(sed -n "s/^local VERSION = '\(.*\)'/\1/p" "$work/library.lua")
+  redis-cli -p "$1" FLUSHALL >/dev/null
+  redis-cli -p "$1" FCALL "listing_$version" 1 "{bench}:meta" begin bench >/dev/null
+  redis-cli -p "$1" FCALL "listing_$version" 1 "{bench}:meta" confirm bench >/dev/null
+}
