@@ -31,8 +31,7 @@
 -- that enqueues is refused then, before it runs.
 local function exchange(keys, argv)
   local q = queue_of('exchange', keys, argv)
-  local acks = {}
-  local at = read_acks(argv, 7, acks)
+  local first_ack, last_ack, at = read_acks(argv, 7)
   local enqueues
   enqueues, at = read_enqueues(argv, at)
   local claims = read_claims(argv, at)
@@ -40,7 +39,7 @@ local function exchange(keys, argv)
   local c = context(q, enqueues.fields)
   check_shards(c, argv[6])
   local now = now_ms()
-  local statuses = ack_all(c, acks, 1, #acks, now)
+  local statuses = ack_all(c, argv, first_ack, last_ack, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)
   if #claims > 0 then

@@ -9,12 +9,10 @@
 -- job).
 -- Errors: none; every outcome is in the reply.
 
--- Reads the section that starts at `at` into `acks` (id, token, result
--- triples). Answers where the next section starts.
-local function read_acks(argv, at, acks)
+-- Reads the section that starts at `at`: answers where its acks (id,
+-- token, result triples, left in ARGV) start and end, and where the next
+-- section starts.
+local function read_acks(argv, at)
   local last = at + 3 * int_of(argv[at])
-  for i = at + 1, last do
-    acks[#acks + 1] = argv[i]
-  end
-  return last + 1
+  return at + 1, last, last + 1
 end
