@@ -183,8 +183,10 @@ local function read_claims(argv, at)
     local n = int_of(argv[at + 4])
     requests[r] = {
       at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
-      -- Filled by `claim_all`: its jobs {id, record, token, deadline}.
-      jobs = {},
+      -- Filled by `claim_all`: its jobs are `count` in the list `jobs`
+      -- after its first `from` entries, four entries each: id, record,
+      -- token, deadline.
+      jobs = NONE, from = 0, count = 0,
     }
     at = at + 5 + 3 * n
   end
@@ -225,8 +227,9 @@ local function remember(c, request, argv, until_)
   for id, status in pairs(acked) do
     acks[#acks + 1] = id .. '=' .. status
   end
-  for _, job in ipairs(request.jobs) do
-    jobs[#jobs + 1] = job[1] .. ' ' .. job[3]
+  local leased, from = request.jobs, request.from
+  for i = from + 1, from + 4 * request.count, 4 do
+    jobs[#jobs + 1] = leased[i] .. ' ' .. leased[i + 2]
   end
   local field = claim_field(request)
   redis.call('HSET', c.q.claims, field, table.concat(acks, ',') .. ';' .. table.concat(jobs, ' '))
@@ -234,8 +237,8 @@ local function remember(c, request, argv, until_)
 end
 
 -- The jobs a repeated claim answered the first time that are still
--- leased under the tokens it gave: {id, record, token, deadline} each
--- (their `expiry` entries to `c.expiry_out`).
+-- leased under the tokens it gave: id, record, token, deadline each, in
+-- one list (their `expiry` entries to `c.expiry_out`).
 local function still_leased(c, recalled)
   local jobs = {}
   for _, job in ipairs(recalled.jobs) do
@@ -245,14 +248,16 @@ local function still_leased(c, recalled)
     if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
       local entry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id)
       if entry then add_expiry_out(c, id, entry) end
-      jobs[#jobs + 1] = {id, redis.call('HGET', c.q.jobs, id), token, deadline}
+      local n = #jobs
+      jobs[n + 1], jobs[n + 2], jobs[n + 3], jobs[n + 4] = id, redis.call('HGET', c.q.jobs, id), token, deadline
     end
   end
   return jobs
 end
 
 -- Hands out jobs to the requests `list` (of `requests`), in turn, at
--- `now`: each one's jobs go to its `jobs`. `ppm` is the bulk floor in
+-- `now`: the jobs of every request go in one list, `c.handed`, which
+-- each one's `jobs` names with its place in it. `ppm` is the bulk floor in
 -- parts per million of jobs handed out; a job's lease token is
 -- `token_prefix` .. '-' .. n, n counting the call's leases (`c.leased`).
 -- Answers why fewer jobs than asked were handed out and the wait for the
@@ -300,15 +305,18 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   -- The jobs go to the requests in turn, each up to its max_jobs.
   -- Requests of one lease length share their deadline's text.
   local deadlines, leases, next, deadline_of, pair = {}, {}, 1, {}, 0
+  local jobs = c.handed or {}
+  c.handed = jobs
   for _, request in ipairs(list) do
     local at = request.at
-    local lease_ms, worker, jobs = argv[at], request.worker, request.jobs
+    local lease_ms, worker = argv[at], request.worker
     local deadline = deadline_of[lease_ms]
     if not deadline then
       deadline = ms(now + int_of(lease_ms))
       deadline_of[lease_ms] = deadline
     end
     local count = math.min(int_of(argv[at + 1]), #taken - next + 1)
+    request.jobs, request.from, request.count = jobs, #jobs, count
     for n = next, next + count - 1 do
       c.leased = c.leased + 1
       local id, token = taken[n], token_prefix .. '-' .. decimal(c.leased)
@@ -317,7 +325,8 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
       deadlines[pair - 1], deadlines[pair] = deadline, id
       leases[pair - 1] = id
       leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
-      jobs[#jobs + 1] = {id, records[n], token, deadline}
+      local k = #jobs
+      jobs[k + 1], jobs[k + 2], jobs[k + 3], jobs[k + 4] = id, records[n], token, deadline
     end
     next = next + count
   end
@@ -345,8 +354,9 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
   local serve, acking = {}, false
   for _, request in ipairs(requests) do
     local recalled = request.id ~= '' and recall(c, request)
-    -- Per ack: its status recalled, or false to apply it.
-    request.known = {}
+    -- Per ack: its status recalled, or false to apply it (a request
+    -- without acks shares the empty NONE).
+    request.known = request.acks <= request.last_ack and {} or NONE
     for i = request.acks, request.last_ack, 3 do
       local status = recalled and recalled.acked[argv[i]] or false
       request.known[#request.known + 1] = status
@@ -354,7 +364,10 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
     end
     if recalled then
       request.acked = recalled.acked
-      if #recalled.jobs > 0 then request.jobs = still_leased(c, recalled) end
+      if #recalled.jobs > 0 then
+        request.jobs = still_leased(c, recalled)
+        request.count = #request.jobs / 4
+      end
     end
     if not (recalled and #recalled.jobs > 0) then
       request.served = true
@@ -396,22 +409,25 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
     for _, status in ipairs(request.statuses) do
       statuses[#statuses + 1] = status
     end
-    out[#out + 1] = #request.jobs
-    local depending = number(c, 'depending') > 0
-    for _, job in ipairs(request.jobs) do
-      out[#out + 1] = job[1]
-      out[#out + 1] = job[2]
-      out[#out + 1] = job[3]
-      out[#out + 1] = job[4]
-      local after = depending and redis.call('HGET', c.q.after, job[1])
-      if after then
-        local deps = c.deps_out or {}
-        deps[#deps + 1], deps[#deps + 2] = job[1], dependencies_of(c.q, job[1], after)
-        c.deps_out = deps
+    local jobs, from, count = request.jobs, request.from, request.count
+    local n = #out - from
+    out[n + from + 1] = count
+    for i = from + 1, from + 4 * count do
+      out[n + 1 + i] = jobs[i]
+    end
+    if number(c, 'depending') > 0 then
+      for i = from + 1, from + 4 * count, 4 do
+        local id = jobs[i]
+        local after = redis.call('HGET', c.q.after, id)
+        if after then
+          local deps = c.deps_out or {}
+          deps[#deps + 1], deps[#deps + 2] = id, dependencies_of(c.q, id, after)
+          c.deps_out = deps
+        end
       end
     end
     -- Kept: what applied acks or leased jobs.
-    if request.id ~= '' and (request.applying or (request.served and #request.jobs > 0)) then
+    if request.id ~= '' and (request.applying or (request.served and count > 0)) then
       remember(c, request, argv, now + int_of(argv[request.at]))
     end
   end
