@@ -49,20 +49,76 @@ end
 -- rarely change, and every call needs them. At most SETTINGS_KEPT sets
 -- are kept (then the cache starts over); `SETTINGS_KEY` is the scratch
 -- table the key is joined in. The tables are shared: read, never changed.
+-- The values and settings of the last call are kept apart: a call with
+-- the same values (one queue's calls, one after the other) takes them
+-- without joining a key.
 local SETTINGS_OF, SETTINGS_KEPT, settings_kept, SETTINGS_KEY = {}, 256, 0, {}
+local LAST_VALUES, last_settings = {}, nil
 
-local function settings_of(meta, values)
+-- The settings of the HMGET `values` (CONTEXT_FIELDS's).
+local function settings_of(values)
+  local same = last_settings ~= nil
+  for i = 1, #SETTINGS do
+    if values[i] ~= LAST_VALUES[i] then
+      same = false
+      break
+    end
+  end
+  if same then return last_settings end
   for i = 1, #SETTINGS do
     SETTINGS_KEY[i] = values[i] or ''
+    LAST_VALUES[i] = values[i]
   end
   local key = table.concat(SETTINGS_KEY, ',', 1, #SETTINGS)
   local settings = SETTINGS_OF[key]
   if not settings then
-    settings = parse_settings(meta)
+    local by_field = {}
+    for i = 1, #SETTINGS do
+      by_field[SETTINGS[i].field] = values[i]
+    end
+    settings = parse_settings(by_field)
     if settings_kept >= SETTINGS_KEPT then SETTINGS_OF, settings_kept = {}, 0 end
     SETTINGS_OF[key], settings_kept = settings, settings_kept + 1
   end
+  last_settings = settings
   return settings
+end
+
+-- A call's `meta` table from the HMGET `values` (CONTEXT_FIELDS's): the
+-- STATE fields and `shards`, in one table constructor (a table grown
+-- field by field rehashes at every power of two on the way); the other
+-- settings are read through `settings`. Lists STATE in its order, as
+-- the check below makes sure at load.
+local SHARDS_AT
+for i = 1, #SETTINGS do
+  if SETTINGS[i].field == 'shards' then SHARDS_AT = i end
+end
+
+local function meta_of(values)
+  local s = #SETTINGS
+  return {
+    shards = values[SHARDS_AT], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
+    progress = values[s + 4], expiring = values[s + 5], keyed = values[s + 6], cancelling = values[s + 7],
+    depending = values[s + 8], depended = values[s + 9], w = values[s + 10], throttled = values[s + 11],
+    registered = values[s + 12], deleting = values[s + 13],
+  }
+end
+
+do
+  local sample = {}
+  for i = 1, #CONTEXT_FIELDS do
+    sample[i] = CONTEXT_FIELDS[i]
+  end
+  local meta = meta_of(sample)
+  for i = 0, #STATE do
+    local field = STATE[i] or 'shards'
+    if meta[field] ~= field then
+      -- A library has no `error` at load: indexing nil stops the load and
+      -- names this line.
+      local meta_of_misses_a_field = nil
+      meta_of_misses_a_field = meta_of_misses_a_field[field]
+    end
+  end
 end
 
 -- What one call knows of the queue's `meta` hash: the fields it read,
@@ -79,15 +135,15 @@ local function context(q, more)
     end
   end
   local values = redis.call('HMGET', q.meta, unpack(fields))
-  local meta = {}
-  for i = 1, #fields do
+  local meta = meta_of(values)
+  for i = #CONTEXT_FIELDS + 1, #fields do
     meta[fields[i]] = values[i]
   end
   return {
     q = q,
     meta = meta,
     dirty = {},
-    settings = settings_of(meta, values),
+    settings = settings_of(values),
     step = tonumber(meta.max_weight) or 1,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.
