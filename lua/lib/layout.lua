@@ -178,8 +178,13 @@
 -- the writes before it, so every check comes before the first write.
 
 -- A score's fraction holds 2^44 tag units next to an 8-bit priority: 8 + 44
--- bits stay exact in a float64.
-local SPAN = 17592186044416
+-- bits stay exact in a float64. A score is sent to Redis as the exact hex
+-- float prio * SPAN + tag scaled by 2^-44 (strtod reads "0x...p-44"):
+-- printing it in decimal takes 17 digits and a multiple-precision
+-- conversion, on both sides.
+local SPAN_BITS = 44
+local SPAN = 2 ^ SPAN_BITS
+local SCORE_FORMAT = '0x%xp-' .. SPAN_BITS
 local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
 local LAYOUT = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table'

@@ -145,7 +145,7 @@ end
 -- The score of a job of class `prio` with tag `tag`: behind every job of
 -- the class with a smaller tag.
 local function score(prio, tag)
-  return string.format('%.17g', prio + math.floor(tag) / SPAN)
+  return string.format(SCORE_FORMAT, prio * SPAN + math.floor(tag))
 end
 
 -- The class a score belongs to.
