@@ -19,17 +19,18 @@
 -- Errors: none; every outcome is in the reply.
 local PER_JOB = 11
 
--- Reads the section that starts at `at`: the requests ({first, count, n}:
--- where its jobs start in ARGV, how many, and the number of jobs before
--- them), the ids of their jobs, and the `meta` fields the tags of those
--- due now read. Answers those and where the next section starts.
+-- Reads the section that starts at `at`: the requests (request r's jobs
+-- start at `firsts[r]` in ARGV, are `counts[r]`, and have `before[r]` jobs
+-- before them: a list each, not a table per request), the ids of their
+-- jobs, and the `meta` fields the tags of those due now read. Answers
+-- those and where the next section starts.
 local function read_enqueues(argv, at)
-  local requests, ids, fields, seen = {}, {}, {}, {}
+  local firsts, counts, before, ids, fields, seen = {}, {}, {}, {}, {}, {}
   local count = int_of(argv[at])
   at = at + 1
   for r = 1, count do
     local jobs = int_of(argv[at])
-    requests[r] = {first = at + 1, count = jobs, n = #ids}
+    firsts[r], counts[r], before[r] = at + 1, jobs, #ids
     for i = 0, jobs - 1 do
       local base = at + 1 + PER_JOB * i
       ids[#ids + 1] = argv[base]
@@ -37,7 +38,7 @@ local function read_enqueues(argv, at)
     end
     at = at + 1 + PER_JOB * jobs
   end
-  return {requests = requests, ids = ids, fields = fields}, at
+  return {firsts = firsts, counts = counts, before = before, ids = ids, fields = fields}, at
 end
 
 -- Decides at `now` whether the job at `base`, new by its id, is answered
@@ -107,15 +108,15 @@ end
 -- answers and entries), and replaces the waiting jobs their dedup keys
 -- name. Answers false, having changed nothing, when a class's tags ran
 -- out.
-local function take_requests(c, argv, requests, first, last, known, w, now)
+local function take_requests(c, argv, enqueues, first, last, known, w, now)
   local fresh, order, d = {}, {}, nil
   local prios, groups, arrivals = {}, {}, {}
   for r = first, last do
-    local request = requests[r]
-    for i = 0, request.count - 1 do
-      local base = request.first + PER_JOB * i
+    local before = enqueues.before[r]
+    for i = 0, enqueues.counts[r] - 1 do
+      local base = enqueues.firsts[r] + PER_JOB * i
       local id = argv[base]
-      if not known[request.n + i + 1] and not w.created[id] and not fresh[id] then
+      if not known[before + i + 1] and not w.created[id] and not fresh[id] then
         if argv[base + 9] ~= '' then
           d = d or {answers = {}, owners = {}, source = {}, replaces = {}, replacing = {}}
         end
@@ -234,11 +235,11 @@ end
 -- Enqueues what `read_enqueues` read, at `now`; the answers go at the end
 -- of `out`.
 local function enqueue_all(c, argv, enqueues, now, out)
-  local q, requests = c.q, enqueues.requests
-  if #requests == 0 then return end
+  local q, requests = c.q, #enqueues.firsts
+  if requests == 0 then return end
   local problem = registered(q, c)
   if problem then
-    for _ in ipairs(requests) do
+    for _ = 1, requests do
       out[#out + 1] = problem
     end
     return
@@ -246,11 +247,11 @@ local function enqueue_all(c, argv, enqueues, now, out)
   local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
   local w = {created = {}, records = {}, adds = {}, scheduled = {}}
   local exhausted = {}
-  if not take_requests(c, argv, requests, 1, #requests, known, w, now) then
+  if not take_requests(c, argv, enqueues, 1, requests, known, w, now) then
     -- A class's tags ran out: each request on its own, so that only those
     -- of that class fail.
-    for r = 1, #requests do
-      exhausted[r] = not take_requests(c, argv, requests, r, r, known, w, now)
+    for r = 1, requests do
+      exhausted[r] = not take_requests(c, argv, enqueues, r, r, known, w, now)
     end
   end
   if #w.records > 0 then redis.call('HSET', q.jobs, unpack(w.records)) end
@@ -274,13 +275,13 @@ local function enqueue_all(c, argv, enqueues, now, out)
 
   -- The answers: what was created here is 1, what was known its view.
   local answered = {}
-  for r, request in ipairs(requests) do
+  for r = 1, requests do
     if exhausted[r] then
       out[#out + 1] = 'SEQUENCE_EXHAUSTED'
     else
       out[#out + 1] = 'OK'
-      for i = 0, request.count - 1 do
-        local base = request.first + PER_JOB * i
+      for i = 0, enqueues.counts[r] - 1 do
+        local base = enqueues.firsts[r] + PER_JOB * i
         local id, other = argv[base], w.answers and w.answers[base]
         if other then
           -- Answered with the job that holds its dedup key.
