@@ -169,7 +169,7 @@ redis.register_function{
     local flags = #out
     if c.settings.paused then return out end
     local limit = tonumber(argv[4])
-    if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))) end
+    if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - jobs_in_flight(q))) end
     if c.settings.rate_per_second then limit = math.min(limit, math.floor(tokens(c, now))) end
     if limit <= 0 then return out end
     local ppm, handed = tonumber(argv[5]), number(c, 'floor')

@@ -2,13 +2,14 @@
 -- putting the queue on the list of queues: 'begin' marks it with a token
 -- of this registration, or joins the registration under way (its token),
 -- unless it is marked good (1) already; 'confirm' makes the mark good
--- while it is still that token (or good already). A deletion that ran
+-- while it is still that token (or good already), and gives the queue
+-- its `layout` field and marks (see lib/layout.lua). A deletion that ran
 -- between the steps took the mark away, and the queue may not be listed:
 -- then nothing is made good, and the next write finds the queue
 -- UNREGISTERED and lists it again. 'abandon' takes the mark away while
 -- it is still that token: the queue could not be listed (the limit on
 -- queues), and a refused write leaves nothing behind.
--- KEYS: meta
+-- KEYS: meta, processing, leases
 -- ARGV[1] 'begin', 'confirm' or 'abandon', ARGV[2] the token
 -- Returns: for 'begin', the mark: 1 when it is good already, else the
 --   token to confirm; for 'confirm', 1, or 0 when it found another mark or
@@ -29,5 +30,7 @@ redis.register_function('listing_' .. VERSION, function(keys, argv)
   end
   if mark ~= argv[2] and mark ~= '1' then return 0 end
   redis.call('HSET', q.meta, 'registered', '1', 'layout', LAYOUT)
+  redis.call('ZADD', q.processing, 'inf', MARK)
+  redis.call('HSET', q.leases, MARK, '')
   return 1
 end)

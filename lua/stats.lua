@@ -51,7 +51,7 @@ redis.register_function{
     return {
       total,
       redis.call('ZCARD', q.scheduled),
-      redis.call('ZCARD', q.processing),
+      jobs_in_flight(q),
       redis.call('ZCOUNT', q.processing, '-inf', ms(now)),
       redis.call('ZCARD', q.dead),
       classes,

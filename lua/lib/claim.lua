@@ -274,7 +274,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
     wanted, limited = 0, 'paused'
   end
   if c.settings.max_in_flight and wanted > 0 then
-    local free = math.max(0, c.settings.max_in_flight - redis.call('ZCARD', q.processing))
+    local free = math.max(0, c.settings.max_in_flight - jobs_in_flight(q))
     if free < wanted then wanted, limited = free, 'max_in_flight' end
   end
   if c.settings.rate_per_second and wanted > 0 then

@@ -359,7 +359,7 @@ end
 -- Wakes the claims waiting for a slot when the queue's jobs in flight
 -- just dropped below max_in_flight (`before` of them were in flight).
 local function wake_if_slot_freed(c, before)
-  if c.settings.max_in_flight and before >= c.settings.max_in_flight and redis.call('ZCARD', c.q.processing) < c.settings.max_in_flight then
+  if c.settings.max_in_flight and before >= c.settings.max_in_flight and jobs_in_flight(c.q) < c.settings.max_in_flight then
     redis.call('PUBLISH', c.q.wake, '')
   end
 end
@@ -419,7 +419,7 @@ local function ack_all(c, argv, first, last, now)
         if entry then cancelled[ending[i]] = true end
       end
     end
-    local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+    local in_flight = c.settings.max_in_flight and jobs_in_flight(q)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
     if number(c, 'i:') > 0 then
@@ -484,7 +484,7 @@ end
 local function end_lease(c, id, now, delay, bury, prio, error)
   local q = c.q
   if number(c, 'cancelling') > 0 and redis.call('HEXISTS', q.cancels, id) == 1 then
-    local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+    local in_flight = c.settings.max_in_flight and jobs_in_flight(q)
     local record = redis.call('HGET', q.jobs, id)
     redis.call('ZREM', q.processing, id)
     redis.call('HDEL', q.leases, id)
@@ -510,7 +510,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   elseif not make_pending(c, {{id, job, now}}) then
     return nil
   end
-  local in_flight = c.settings.max_in_flight and redis.call('ZCARD', q.processing)
+  local in_flight = c.settings.max_in_flight and jobs_in_flight(q)
   redis.call('ZREM', q.processing, id)
   redis.call('HDEL', q.leases, id)
   leave_processing(c, job.group)

@@ -140,18 +140,20 @@ async fn acked_with_retention_is_completed_with_its_result_until_the_window_ends
     // Nothing of the completed job is left behind.
     let keys = QueueKeys::new(&app.config.key_prefix, "kept");
     let mut conn = redis_connection(&app.config.redis_url).await;
-    for key in [Key::Completed, Key::Results, Key::Leases] {
-        let left: u64 = redis::cmd(if key == Key::Completed {
-            "ZCARD"
-        } else {
-            "HLEN"
-        })
-        .arg(keys.key(key))
+    let (completed, results, leases): (Option<f64>, bool, bool) = redis::pipe()
+        .cmd("ZSCORE")
+        .arg(keys.key(Key::Completed))
+        .arg("r-1")
+        .cmd("HEXISTS")
+        .arg(keys.key(Key::Results))
+        .arg("r-1")
+        .cmd("HEXISTS")
+        .arg(keys.key(Key::Leases))
+        .arg("r-1")
         .query_async(&mut conn)
         .await
-        .expect("counted");
-        assert_eq!(left, 0, "{key:?}");
-    }
+        .expect("looked up");
+    assert_eq!((completed, results, leases), (None, false, false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,7 +125,7 @@ functions! {
     Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
     Reshard "reshard" [Meta, Jobs] Writes 0 Safe,
     Register "register" [Queues] Writes 0 Safe,
-    Listing "listing" [Meta] Writes 0 Safe,
+    Listing "listing" [Meta, Processing, Leases] Writes 0 Safe,
     Dependency "dependency" [Jobs, Dead, Completed, Results, Cancels, Meta, Depended] Writes 0 Safe,
     Tell "tell" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
     Outbox "outbox" [Outbox, OutboxDue, Meta] Reads 0 Safe,
@@ -193,11 +193,15 @@ pub struct Library {
 
 /// The library this build of prioq calls.
 pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let code = [lua_table(), settings::table::lua_table()]
-        .into_iter()
-        .chain(PARTS.iter().map(|part| (*part).to_owned()))
-        .chain(files())
-        .collect::<String>();
+    let code = [
+        lua_table(),
+        settings::table::lua_table(),
+        format!("local MARK = '{}'\n", super::keys::MARK),
+    ]
+    .into_iter()
+    .chain(PARTS.iter().map(|part| (*part).to_owned()))
+    .chain(files())
+    .collect::<String>();
     // SHA-1 of the code, as Redis names scripts; 12 hex digits tell
     // versions apart.
     let version = redis::Script::new(&code).get_hash()[..12].to_owned();

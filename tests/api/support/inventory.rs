@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::keys::{Key, MARK, QueueKeys};
 use prioq::queue::store::record::Record;
 
 use super::clock::now_ms;
@@ -68,7 +68,8 @@ pub(crate) async fn inventory_of_shards(
                 .query_async(conn)
                 .await
                 .expect("ZRANGE");
-            sets.push((state, members));
+            // `processing` also holds the mark that keeps it a skiplist.
+            sets.push((state, members.into_iter().filter(|m| m != MARK).collect()));
         }
         let shard_records: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
             .arg(keys.key(Key::Jobs))
@@ -81,7 +82,7 @@ pub(crate) async fn inventory_of_shards(
             .query_async(conn)
             .await
             .expect("HGETALL");
-        leases.extend(shard_leases);
+        leases.extend(shard_leases.into_iter().filter(|(id, _)| id != MARK));
     }
     let mut inventory = Inventory {
         read_at_ms: now_ms(),
