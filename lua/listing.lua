@@ -29,8 +29,7 @@ redis.register_function('listing_' .. VERSION, function(keys, argv)
     return 1
   end
   if mark ~= argv[2] and mark ~= '1' then return 0 end
-  redis.call('HSET', q.meta, 'registered', '1', 'layout', LAYOUT)
-  redis.call('ZADD', q.processing, 'inf', MARK)
-  redis.call('HSET', q.leases, MARK, '')
+  redis.call('HSET', q.meta, 'registered', '1')
+  give_marks(q)
   return 1
 end)

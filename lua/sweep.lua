@@ -13,7 +13,8 @@
 -- fires of a sharded queue owed for longer than ARGV[6] ms, for the
 -- caller to pay (see `pay`); and forgets up to `batch` answers of claims
 -- with a request id whose leases have ended, and ends told an hour ago
--- to dependants never made (see lib/deps.lua). Safe to run from every
+-- to dependants never made (see lib/deps.lua); and gives a listed queue
+-- the marks it lacks (see `give_marks`). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
@@ -42,6 +43,7 @@ redis.register_function{
   callback = function(keys, argv)
     local q = queue_of('sweep', keys, argv)
     local c = context(q)
+    if c.meta.registered == '1' then give_marks(q) end
     local now, batch = now_ms(), tonumber(argv[3])
     local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0

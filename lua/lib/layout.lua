@@ -125,7 +125,8 @@
 --                       from k is under way (see `reshard`)
 --                     arrivals: in the home of a sharded queue, jobs
 --                       enqueued so far: their arrival numbers
---                     layout: LAYOUT, written with the good mark: a
+--                     layout: LAYOUT, written with the good mark (and by
+--                       the sweeper where it lacks, see `give_marks`): a
 --                       value longer than Redis's hash-max-listpack-value
 --                       (64 bytes) keeps `meta` a hash table. A small
 --                       hash is otherwise kept as a listpack, which
@@ -242,6 +243,16 @@ end
 -- The set of the dependants of job `id`, in the queue's slot.
 local function dependants_key(q, id)
   return key_base(q) .. 'dependants:' .. id
+end
+
+-- Gives a listed queue's shard its `layout` field and its marks (see the
+-- layout above), unless it has them: `listing` when it lists the queue,
+-- the sweeper on every pass (so queues listed by an older version get
+-- them too).
+local function give_marks(q)
+  redis.call('HSETNX', q.meta, 'layout', LAYOUT)
+  redis.call('ZADD', q.processing, 'NX', 'inf', MARK)
+  redis.call('HSETNX', q.leases, MARK, '')
 end
 
 -- The jobs in flight: the members of `processing` but its mark.

@@ -3,13 +3,15 @@
 //! it), and named by version so that two versions of prioq run side by
 //! side.
 
-use prioq::queue::store::keys::{Key, QueueKeys};
+use std::time::Duration;
+
+use prioq::queue::store::keys::{Key, MARK, QueueKeys};
 use prioq::queue::store::library::LIBRARY;
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::support::cluster::{ClusterConfig, shared_cluster};
-use crate::support::{RedisServer, redis, redis_connection, spawn_app_with, test_config};
+use crate::support::{RedisServer, redis, redis_connection, spawn_app_with, test_config, until};
 
 /// The names of the libraries loaded in the Redis at `url`.
 async fn libraries(url: &str) -> Vec<String> {
@@ -126,17 +128,73 @@ async fn cluster_functions_are_loaded_again_on_every_primary() {
 /// Every call reads 20 to 40 fields of a queue's `meta`: Redis keeps a
 /// small hash as a listpack and searches it field by field, so the
 /// `layout` field, written when the queue is listed, keeps it a hash
-/// table (see lua/lib/layout.lua).
+/// table; `processing` and `leases`, written by every claim and ack, keep
+/// a mark for the same reason, which the count of jobs in flight leaves
+/// out (see lua/lib/layout.lua).
 #[tokio::test]
-async fn a_listed_queue_keeps_its_meta_a_hash_table() {
+async fn a_listed_queue_keeps_meta_processing_and_leases_out_of_listpacks() {
     let app = spawn_app_with(test_config()).await;
     app.enqueue("small", json!({"task": "t"})).await;
+    app.claim_one("small").await.expect("the job");
     let keys = QueueKeys::new(&app.config.key_prefix, "small");
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    let mut encodings = Vec::new();
+    for key in [Key::Meta, Key::Processing, Key::Leases] {
+        let encoding: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(keys.key(key))
+            .query_async(&mut conn)
+            .await
+            .expect("OBJECT ENCODING");
+        encodings.push(encoding);
+    }
+    assert_eq!(encodings, ["hashtable", "skiplist", "hashtable"]);
+    assert_eq!(app.stats("small").await["processing"], 1);
+}
+
+/// A queue listed by an older version has neither the `layout` field nor
+/// the marks: the sweeper gives them to it.
+#[tokio::test]
+async fn the_sweeper_gives_a_queue_listed_before_the_marks_it_lacks() {
+    let app = spawn_app_with(test_config()).await;
+    app.enqueue("older", json!({"task": "t"})).await;
+    let keys = QueueKeys::new(&app.config.key_prefix, "older");
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    let _: () = redis::pipe()
+        .cmd("HDEL")
         .arg(keys.key(Key::Meta))
-        .query_async(&mut redis_connection(&app.config.redis_url).await)
+        .arg("layout")
+        .cmd("ZREM")
+        .arg(keys.key(Key::Processing))
+        .arg(MARK)
+        .cmd("HDEL")
+        .arg(keys.key(Key::Leases))
+        .arg(MARK)
+        .query_async(&mut conn)
         .await
-        .expect("OBJECT ENCODING");
-    assert_eq!(encoding, "hashtable");
+        .expect("marks taken away");
+    until(Duration::from_secs(10), "the sweeper's marks", || {
+        let mut conn = conn.clone();
+        let keys = keys.clone();
+        async move {
+            let (layout, processing, leases): (bool, Option<String>, bool) = redis::pipe()
+                .cmd("HEXISTS")
+                .arg(keys.key(Key::Meta))
+                .arg("layout")
+                .cmd("ZSCORE")
+                .arg(keys.key(Key::Processing))
+                .arg(MARK)
+                .cmd("HEXISTS")
+                .arg(keys.key(Key::Leases))
+                .arg(MARK)
+                .query_async(&mut conn)
+                .await
+                .expect("marks read");
+            layout && processing.as_deref() == Some("inf") && leases
+        }
+    })
+    .await;
+    let job = app.claim_one("older").await.expect("the job");
+    assert_eq!(app.ack("older", &job).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.stats("older").await["processing"], 0);
 }
