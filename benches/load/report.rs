@@ -302,8 +302,10 @@ fn write_reports(results: &Results, args: &Args) -> Result<()> {
 pub fn rewrite_from(path: &Path, mut args: Args) -> Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let results: Results = serde_json::from_str(&text)
+    let mut results: Results = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a results.json", path.display()))?;
+    // The targets are part of the report: held to as the code states them.
+    results.targets = crate::targets::targets(&results);
     let seconds = |key: &str| Duration::from_secs_f64(results.setup[key].as_f64().unwrap_or(0.0));
     args.quick = results.mode == "quick";
     args.warmup = seconds("warmup_s");

@@ -176,6 +176,39 @@ pub fn targets(results: &Results) -> Vec<Target> {
         met,
     });
 
+    // End to end in batches of 100 against raw, at every depth.
+    let mut parts = Vec::new();
+    let mut met = None;
+    for depth in [shallow, deep] {
+        if let (Some(h), Some(r)) = (
+            find_held(runs, "http1", Op::E2eBatch, depth, None),
+            find_held(runs, "raw", Op::E2eBatch, depth, None),
+        ) {
+            let ratio = h.jobs_per_s / r.jobs_per_s;
+            met = Some(met.unwrap_or(true) && ratio >= 0.9);
+            parts.push(format!(
+                "at {}: {} (c={})",
+                depth_label(depth),
+                pct(ratio),
+                h.concurrency
+            ));
+        }
+        if deep == shallow {
+            break;
+        }
+    }
+    out.push(Target {
+        target: "end to end in batches of 100 over HTTP/1.1 ≥ 90% of raw Redis running the same functions, at every depth".into(),
+        measured: if parts.is_empty() {
+            "not run".into()
+        } else {
+            parts.join("; ")
+        },
+        met,
+    });
+
+    mix_targets(results, &mut out);
+
     // Claims at depth.
     if deep > shallow {
         let mut parts = Vec::new();
@@ -323,4 +356,59 @@ pub fn targets(results: &Results) -> Vec<Target> {
         });
     }
     out
+}
+
+/// The targets on the realistic mix (ten priorities, long-polling
+/// workers from an empty queue), with BullMQ's same shape in the run.
+fn mix_targets(results: &Results, out: &mut Vec<Target>) {
+    let variant = |name: &str| results.mix.iter().find(|m| m.variant == name);
+    let bullmq = bullmq_run(results, "mix");
+    for (name, redis_at_most, bullmq_times) in [
+        ("claim, then ack", 35.0, 1.3),
+        ("ack in the next claim", 30.0, 2.0),
+    ] {
+        let Some(m) = variant(name) else { continue };
+        out.push(Target {
+            target: format!("realistic mix, {name}: Redis CPU per job ≤ {redis_at_most} µs"),
+            measured: format!(
+                "{:.1} µs/job (FCALL {:.1}: {:.1} in its commands, {:.1} Lua's own){}",
+                m.redis_cpu_us_per_job,
+                m.fcall_us_per_job,
+                m.commands_us_per_job,
+                m.lua_us_per_job,
+                bullmq.map_or(String::new(), |b| format!(
+                    "; BullMQ {:.1} µs/job",
+                    b.redis_cpu_us_per_job
+                ))
+            ),
+            met: Some(m.redis_cpu_us_per_job <= redis_at_most),
+        });
+        out.push(Target {
+            target: format!("realistic mix, {name}: prioq CPU per request ≤ 25 µs"),
+            measured: format!("{:.1} µs/request", m.prioq_cpu_us_per_request),
+            met: Some(m.prioq_cpu_us_per_request <= 25.0),
+        });
+        out.push(Target {
+            target: format!(
+                "realistic mix, {name}: jobs/s ≥ {bullmq_times:.1}× BullMQ's on the same shape"
+            ),
+            measured: bullmq.map_or_else(
+                || {
+                    format!(
+                        "BullMQ not run: {}",
+                        results.bullmq.not_run.as_deref().unwrap_or("?")
+                    )
+                },
+                |b| {
+                    format!(
+                        "{} vs {} jobs/s = {:.2}×",
+                        human(m.jobs_per_s),
+                        human(b.jobs_per_s),
+                        m.jobs_per_s / b.jobs_per_s
+                    )
+                },
+            ),
+            met: bullmq.map(|b| m.jobs_per_s >= bullmq_times * b.jobs_per_s),
+        });
+    }
 }
