@@ -4,7 +4,9 @@
 -- (none, or a purge), it takes the queue off the list of queues and drops
 -- every shard ('drop': every key of the shard is unlinked: jobs, settings,
 -- schedules, group sets, dependants sets); else it takes the marks back
--- ('unmark').
+-- ('unmark'). Before a purge drops them, 'dependants' lists the jobs whose
+-- dependants in other queues have not heard of their end, for prioq to
+-- tell them (the job deleted, or how it ended when its outbox holds it).
 -- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
 --   groups, completed, results, progress, schedules, schedules:due,
 --   schedules:runs, schedules:owed, schedules:paid, claims, claims:until,
@@ -12,9 +14,12 @@
 --   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
 --   depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
---   'unmark' or 'drop'
+--   'unmark', 'dependants' or 'drop'
 -- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the
---   shard holds anything at all (else it was not marked) or 0}; else 1.
+--   shard holds anything at all (else it was not marked) or 0}; for
+--   'dependants', per such job its id, its end as an outbox entry
+--   ("<outcome>:<result>", 'g:' for deleted; see lib/deps.lua) and its
+--   dependants in other queues ("<queue>/<id>" each); else 1.
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'drop_' .. VERSION,
@@ -26,6 +31,24 @@ redis.register_function{
       if redis.call('EXISTS', unpack(keys)) == 0 then return {0, 0} end
       redis.call('HSET', q.meta, 'deleting', '1')
       return {redis.call('HLEN', q.jobs), 1}
+    end
+    if mode == 'dependants' then
+      local out, here = {}, queue_name(q) .. '/'
+      for _, id in ipairs(redis.call('SMEMBERS', q.depended)) do
+        local elsewhere = {}
+        for _, member in ipairs(redis.call('SMEMBERS', dependants_key(q, id))) do
+          -- '=id' and this queue's own refs (other shards) go with it.
+          if string.byte(member, 1) ~= 61 and string.sub(member, 1, #here) ~= here then
+            elsewhere[#elsewhere + 1] = member
+          end
+        end
+        if #elsewhere > 0 then
+          out[#out + 1] = id
+          out[#out + 1] = redis.call('HGET', q.outbox, id) or 'g:'
+          out[#out + 1] = elsewhere
+        end
+      end
+      return out
     end
     if mode == 'unmark' then
       redis.call('HDEL', q.meta, 'deleting')

@@ -339,15 +339,9 @@ impl Broker {
         for _ in 0..OUTBOX_READS {
             let mut call = LIBRARY.call(Function::Outbox, &source.keys);
             call.arg(OUTBOX_JOBS).arg(OUTBOX_DEPENDANTS);
-            let items: Vec<Value> = self.call(&call).await?;
-            let mut items = items.into_iter();
-            let mut full = items.len() == 3 * OUTBOX_JOBS;
-            while let (Some(id), Some(entry), Some(members)) =
-                (items.next(), items.next(), items.next())
-            {
-                let text = |v| String::from_redis_value(v).map_err(|_| malformed());
-                let (id, entry) = (text(id)?, text(entry)?);
-                let members = Vec::<String>::from_redis_value(members).map_err(|_| malformed())?;
+            let ended = ended_jobs(self.call(&call).await?)?;
+            let mut full = ended.len() == OUTBOX_JOBS;
+            for (id, entry, members) in ended {
                 full |= members.len() >= OUTBOX_DEPENDANTS;
                 self.tell_dependants(queue, &id, &entry, &members).await?;
                 let mut call = LIBRARY.call(Function::Sent, &source.keys);
@@ -360,6 +354,21 @@ impl Broker {
             }
         }
         Ok(told)
+    }
+
+    /// Before a purge drops the shards of `queue` (`shards`): tells the
+    /// dependants in other queues of its jobs that they were deleted, or
+    /// how they ended where the outbox still held the end. A purge cut
+    /// short tells again when repeated, which counts once.
+    pub(crate) async fn tell_purged(&self, queue: &str, shards: &QueueShards) -> Result<()> {
+        for shard in &shards.shards {
+            let mut call = LIBRARY.call(Function::Drop, &shard.keys);
+            call.arg("dependants");
+            for (id, entry, members) in ended_jobs(self.call(&call).await?)? {
+                self.tell_dependants(queue, &id, &entry, &members).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Tells `members` ("queue/id" each) that job `id` of `queue` ended as
@@ -397,6 +406,19 @@ impl Broker {
         try_join_all(tells).await?;
         Ok(())
     }
+}
+
+/// The jobs an `outbox` or a `drop` ('dependants') call answered: id, end
+/// ("<outcome>:<result>") and dependants elsewhere, each.
+fn ended_jobs(items: Vec<Value>) -> Result<Vec<(String, String, Vec<String>)>> {
+    let text = |v| String::from_redis_value(v).map_err(|_| malformed());
+    let mut items = items.into_iter();
+    let mut ended = Vec::new();
+    while let (Some(id), Some(entry), Some(members)) = (items.next(), items.next(), items.next()) {
+        let members = Vec::<String>::from_redis_value(members).map_err(|_| malformed())?;
+        ended.push((text(id)?, text(entry)?, members));
+    }
+    Ok(ended)
 }
 
 fn malformed() -> QueueError {

@@ -140,6 +140,9 @@ impl Broker {
             step("unmark").await?;
             return Err(QueueError::HoldsJobs);
         }
+        if purge {
+            self.tell_purged(queue, &shards).await?;
+        }
         let mut unlist = Call::safe(redis::cmd("SREM"));
         unlist.arg(shards.home().keys.key(Key::Queues)).arg(queue);
         self.call::<()>(&unlist).await?;

@@ -589,3 +589,32 @@ async fn an_ack_tells_dependants_in_other_queues_at_once() {
         json!([{"ref": "a/x", "state": "completed", "result": {"n": 1}}])
     );
 }
+
+/// A queue deleted with `purge` tells the dependants of its jobs in other
+/// queues that those were deleted: they fail (or, ignoring failures, run)
+/// instead of waiting for ever.
+#[tokio::test]
+async fn a_purged_queue_tells_dependants_in_other_queues() {
+    let app = spawn_app_with(test_config()).await;
+    app.enqueue("a", json!({"task": "t", "id": "x"})).await;
+    app.enqueue("a", json!({"task": "t", "id": "same", "after": ["x"]}))
+        .await;
+    app.enqueue("b", json!({"task": "t", "id": "strict", "after": ["a/x"]}))
+        .await;
+    app.enqueue(
+        "b",
+        json!({"task": "t", "id": "lenient", "after": ["a/x"], "on_dependency_failure": "ignore"}),
+    )
+    .await;
+    let purged = app
+        .send(app.http.delete(app.queue_url("a", "?purge=true")))
+        .await;
+    assert_eq!(purged.status, StatusCode::NO_CONTENT, "{purged:?}");
+    let strict = until_state(&app, "b", "strict", "dead").await;
+    assert_eq!(strict["last_error"], "dependency a/x deleted", "{strict}");
+    let lenient = until_state(&app, "b", "lenient", "pending").await;
+    assert_eq!(
+        lenient["dependencies"],
+        json!([{"ref": "a/x", "state": "deleted", "result": null}])
+    );
+}
