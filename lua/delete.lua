@@ -8,7 +8,8 @@
 --   after:left, after:done, after:early, outbox, outbox:due, depended
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
--- Returns: 1
+-- Returns: 1, or 2 when the job's dependants elsewhere are still to be
+--   told (its end is in the outbox, see lib/deps.lua)
 -- Errors: NOT_FOUND; CONFLICT when the job is processing (or, for 'dead',
 --   not dead)
 redis.register_function{
@@ -37,6 +38,6 @@ redis.register_function{
     -- A job that had ended told its dependants then.
     ended(c, {id}, now_ms(), true, live and 'g' or nil)
     settle(c)
-    return 1
+    return c.outboxed and 2 or 1
   end,
 }

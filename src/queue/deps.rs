@@ -2,7 +2,8 @@
 //! enqueue registers its jobs with their dependencies in other slots
 //! before it makes them, and the dependants in other slots are told of
 //! their dependencies' ends from the ended jobs' outboxes: at once by the
-//! courier task after an ack's call, else by the sweeper. The
+//! courier task after the call of an ack, a nack to the DLQ, a cancel or
+//! a delete, else by the sweeper. The
 //! counting is in the functions (`lua/lib/deps.lua`); every step here may
 //! run twice, or on two instances at once.
 

@@ -20,7 +20,7 @@ use super::exchange::{
     Ack, AckOutcome, ClaimEntry, Claimed, Dedup, Expiry, Held, Known, OutgoingJob, reserve_arrivals,
 };
 use super::job::{Job, JobState};
-use super::shards::{REROUTES, scatter};
+use super::shards::{QueueShards, REROUTES, scatter};
 use super::store::bounded_by;
 use super::store::keys::{self, Key};
 use super::store::library::{Function, LIBRARY};
@@ -474,6 +474,7 @@ impl Broker {
         if job.state == JobState::Dead {
             shards.counters.dead_lettered.increment(1);
         }
+        tell_at_once(&shards, &job);
         Ok(job)
     }
 
@@ -552,9 +553,13 @@ impl Broker {
     async fn delete_as(&self, queue: &str, id: &str, mode: &str) -> Result<()> {
         self.shards
             .routed(queue, |shards| async move {
-                let mut cmd = LIBRARY.call(Function::Delete, &shards.of(id).keys);
+                let shard = shards.of(id);
+                let mut cmd = LIBRARY.call(Function::Delete, &shard.keys);
                 cmd.arg(id).arg(mode);
-                self.call::<i64>(&cmd).await.map(drop)
+                if self.call::<i64>(&cmd).await? == OUTBOXED {
+                    shard.courier.deliver();
+                }
+                Ok(())
             })
             .await
     }
@@ -569,6 +574,7 @@ impl Broker {
                 cmd.arg(id).arg(reason.unwrap_or(""));
                 let job: Job = self.call(&cmd).await?;
                 shards.counters.cancelled.increment(1);
+                tell_at_once(&shards, &job);
                 Ok(job)
             })
             .await
@@ -584,6 +590,20 @@ impl Broker {
                 self.call(&cmd).await
             })
             .await
+    }
+}
+
+/// What `delete` answers when the job's dependants elsewhere are still to
+/// be told (its outbox holds its end).
+const OUTBOXED: i64 = 2;
+
+/// After a call that may have ended `job`: when it ended with dependants
+/// left to tell (those elsewhere; the call told those in its own slot),
+/// its shard's outbox is sent now rather than at the next sweep.
+fn tell_at_once(shards: &QueueShards, job: &Job) {
+    let ended = matches!(job.state, JobState::Dead | JobState::Cancelled);
+    if ended && !job.dependants.is_empty() {
+        shards.of(&job.id).courier.deliver();
     }
 }
 

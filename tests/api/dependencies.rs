@@ -618,3 +618,58 @@ async fn a_purged_queue_tells_dependants_in_other_queues() {
         json!([{"ref": "a/x", "state": "deleted", "result": null}])
     );
 }
+
+/// A nack to the DLQ, a cancel and a delete tell dependants in other
+/// queues at once, as an ack does: no sweep comes in this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nack_a_cancel_and_a_delete_tell_dependants_in_other_queues_at_once() {
+    let server = RedisServer::start();
+    let conn = redis_connection(&server.url()).await;
+    let mut config = test_config();
+    config.redis_url = server.url();
+    config.sweep_interval_ms = 3_600_000;
+    let app = spawn_app_with(config).await;
+    until(
+        Duration::from_secs(10),
+        "the first sweep lists the queues",
+        || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
+    )
+    .await;
+    for id in ["nacked", "cancelled", "deleted"] {
+        app.enqueue("a", json!({"task": "t", "id": id})).await;
+        app.enqueue(
+            "b",
+            json!({"task": "t", "id": format!("after-{id}"), "after": [format!("a/{id}")]}),
+        )
+        .await;
+    }
+    let nacked = app.claim("a", json!({"max_jobs": 1})).await;
+    assert_eq!(id_of(&nacked[0]), "nacked");
+    let nack = app
+        .post(
+            app.queue_url("a", "/jobs/nacked/nack"),
+            json!({"lease_token": nacked[0]["lease_token"], "dead": true}),
+        )
+        .await;
+    assert_eq!(nack.status, StatusCode::OK, "{nack:?}");
+    let cancel = app
+        .post(app.queue_url("a", "/jobs/cancelled/cancel"), json!({}))
+        .await;
+    assert_eq!(cancel.status, StatusCode::OK, "{cancel:?}");
+    let delete = app
+        .send(app.http.delete(app.queue_url("a", "/jobs/deleted")))
+        .await;
+    assert_eq!(delete.status, StatusCode::NO_CONTENT, "{delete:?}");
+    for (id, how) in [
+        ("nacked", "dead"),
+        ("cancelled", "cancelled"),
+        ("deleted", "deleted"),
+    ] {
+        let job = until_state(&app, "b", &format!("after-{id}"), "dead").await;
+        assert_eq!(
+            job["last_error"],
+            format!("dependency a/{id} {how}"),
+            "{job}"
+        );
+    }
+}

@@ -44,6 +44,8 @@ const RESHARD_RECHECK: Duration = Duration::from_millis(10);
 pub(crate) struct Shard {
     pub(crate) keys: Arc<QueueKeys>,
     pub(crate) lane: Arc<Lane<ExchangeBatch>>,
+    /// Sends the shard's outbox at once (the lane's acks use its own).
+    pub(crate) courier: Courier,
     heads: Arc<Lane<HeadsBatch>>,
 }
 
@@ -233,6 +235,7 @@ impl Shards {
                     self.timeout,
                     metrics(),
                 )),
+                courier: Courier::new(queue, shard, self.courier.clone()),
                 keys,
             }
         };
