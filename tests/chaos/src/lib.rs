@@ -10,7 +10,13 @@
 //! - `run`: the runner: Redis with AOF and a replica, prioq instances
 //!   behind TCP proxies, seeded producers and workers, the seeded fault
 //!   schedule, the final inventory and the report.
+//! - `scenario`: the load of prioq's fault scenario tests
+//!   (`tests/api/faults`, `tests/api/soak.rs`,
+//!   `tests/api/sharded/failover.rs`), recorded
+//!   through `run`'s client and read back through its final inventory,
+//!   for the checker to judge.
 
 pub mod checker;
 pub mod history;
 pub mod run;
+pub mod scenario;

@@ -359,7 +359,7 @@ async fn extend(
 }
 
 /// The leases a claim's answer holds.
-fn leases(body: &Value) -> Vec<Lease> {
+pub fn leases(body: &Value) -> Vec<Lease> {
     let Some(jobs) = body["jobs"].as_array() else {
         return Vec::new();
     };

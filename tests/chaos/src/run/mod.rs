@@ -9,9 +9,9 @@
 //! - `load`: the seeded producers and workers.
 //! - `faults`: the seeded fault schedule, applying and healing faults.
 
-mod client;
+pub mod client;
 mod faults;
-mod load;
+pub mod load;
 mod proxy;
 mod system;
 
@@ -142,7 +142,7 @@ async fn setup(ctx: &Ctx) {
 
 /// Reads back every job the history names (enqueued or leased), each
 /// until answered 200 or 404, into the history.
-async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()> {
+pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()> {
     ctx.recorder.flush()?;
     let mut jobs = BTreeSet::new();
     for op in history::read(history_path)? {
