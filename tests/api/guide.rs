@@ -119,7 +119,7 @@ pub(crate) async fn check_fifty_workers(config: Config) {
 /// Starts a worker process, waits until it holds a job, kills it with
 /// SIGKILL and returns the id of the job it held.
 async fn claim_in_process_and_kill(claim_url: &str) -> String {
-    let claimed = claim_in_process_and_kill_answer(claim_url, 400).await;
+    let claimed = claim_in_process_and_kill_answer(claim_url, 400, "guide-crash").await;
     let Some(job) = &claimed.job else {
         panic!("the worker claimed nothing: {claimed:?}");
     };

@@ -1,5 +1,11 @@
 //! The integration suite: real `redis-server` processes, real HTTP over
 //! loopback. One binary, so it compiles once.
+//!
+//! The fault tests under load (`faults`, `soak`, `sharded::failover`)
+//! record their load as a history and judge it with the chaos crate's
+//! checker (`prioq_chaos::scenario`, `prioq_chaos::checker`), whose
+//! planted-violation tests are `history_checker`; `support` holds the
+//! other harnesses.
 
 mod support;
 

@@ -4,14 +4,15 @@
 //! a thousand long polls at once. Real processes on loopback, every loop
 //! bounded.
 //!
-//! The load tests end with an accounting of every job (the audit of
-//! `support::ledger`): what the clients saw (each enqueue answer, each
-//! lease handed out, each ack, nack and extend) checked against what Redis
-//! holds at the end (`support::inventory`). Every job created is acked
-//! exactly once or still pending, scheduled, processing or dead; none is
-//! missing or doubled; no ack from a stale lease is accepted; two leases of
-//! one job never overlap; attempts count exactly the deliveries that ended
-//! without an ack.
+//! The load tests (`restart`, `instance_killed`, `crash_storm`, and the
+//! soak and the sharded failover elsewhere) record every request in a
+//! history through `prioq_chaos::scenario`, read every job back at the
+//! end and hand the history to `prioq_chaos::checker`: no job enqueued ok
+//! lost, none leased again after its ack, no two leases of a job valid at
+//! once, no stale ack accepted, claims in order. Each also checks its own
+//! fault's story (503s at once, exact attempts, the jobs a Redis without
+//! persistence loses). The others (`failover`, `stall`, `hangup`, `crowd`)
+//! tell a story of their own step by step.
 //!
 //! - `restart`: Redis killed under load and started again, with and
 //!   without persistence.

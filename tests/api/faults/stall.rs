@@ -1,7 +1,6 @@
 //! Redis stalled with `CLIENT PAUSE` while requests are in flight.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -11,8 +10,6 @@ use tokio::time::Instant;
 use super::warm_up_scripts;
 use crate::support::clock::{ms_of, within};
 use crate::support::inventory::inventory;
-use crate::support::ledger::Ledger;
-use crate::support::load::Client;
 use crate::support::redis_server::Paused;
 use crate::support::{Answer, RedisServer, TestApp, spawn_app_with, test_config};
 
@@ -54,30 +51,30 @@ async fn stalled_requests_apply_whole_or_not_at_all(
     let app = spawn_app_with(config.clone()).await;
     let bound = Duration::from_millis(1500);
     let queue = "paused";
-    let ledger = Arc::new(Ledger::default());
-    let client = Client::new(Arc::clone(&ledger), vec![app.base.clone()], queue);
     warm_up_scripts(&app).await;
 
     // Three leases to end during the stall, and a job left to claim.
     for n in 0..4 {
-        assert!(
-            client
-                .enqueue(&format!("job-{n}"), json!({"task": "t"}))
-                .await
-        );
+        app.enqueue(queue, json!({"task": "t", "id": format!("job-{n}")}))
+            .await;
     }
-    let leases = client.claim("holder", 60_000, 3, 0).await;
-    assert_eq!(leases.len(), 3);
-    let [acked, nacked, extended] = [0, 1, 2].map(|i| ledger.delivery(leases[i]));
+    let leases = app
+        .claim(
+            queue,
+            json!({"worker": "holder", "lease_ms": 60_000, "max_jobs": 3}),
+        )
+        .await;
+    let [acked, nacked, extended] = <[Value; 3]>::try_from(leases).expect("three leases");
     let spare = "job-3";
-    let ack_path = format!("/jobs/{}/ack", acked.id);
-    let ack_body = json!({"lease_token": acked.token});
-    let nack_path = format!("/jobs/{}/nack", nacked.id);
-    let nack_body = json!({"lease_token": nacked.token, "error": "stalled"});
+    let ack_path = format!("/jobs/{}/ack", acked["id"].as_str().expect("id"));
+    let ack_body = json!({"lease_token": acked["lease_token"]});
+    let nack_path = format!("/jobs/{}/nack", nacked["id"].as_str().expect("id"));
+    let nack_body = json!({"lease_token": nacked["lease_token"], "error": "stalled"});
     let enqueue_body = json!({"task": "t", "id": "new"});
     let claim_body = json!({"worker": "stalled", "lease_ms": 1000});
-    let extend_path = format!("/jobs/{}/extend", extended.id);
-    let extend_body = json!({"lease_token": extended.token, "lease_ms": 120_000});
+    let extend_path = format!("/jobs/{}/extend", extended["id"].as_str().expect("id"));
+    let extend_body = json!({"lease_token": extended["lease_token"], "lease_ms": 120_000});
+    let post = |path: &str, body: &Value| app.post(app.queue_url(queue, path), body.clone());
     let spare_path = format!("/jobs/{spare}");
     let writes: [(&'static str, &str, &Value); 5] = [
         ("enqueue", "/jobs", &enqueue_body),
@@ -89,16 +86,17 @@ async fn stalled_requests_apply_whole_or_not_at_all(
 
     let paused = Paused::start(&server, mode, 3000);
     let started = Instant::now();
-    let (answers, reads, ready) = tokio::join!(
-        futures_util::future::join_all(writes.iter().map(|(what, path, body)| async {
-            (*what, within(bound, client.post(path, body)).await)
-        }),),
-        futures_util::future::join_all([
-            within(bound, client.get(&spare_path)),
-            within(bound, client.get("")),
-        ]),
-        within(bound, app.get(app.url("/readyz"))),
-    );
+    let (answers, reads, ready) =
+        tokio::join!(
+            futures_util::future::join_all(writes.iter().map(|(what, path, body)| async {
+                (*what, within(bound, post(path, body)).await)
+            }),),
+            futures_util::future::join_all([
+                within(bound, app.get(app.queue_url(queue, &spare_path))),
+                within(bound, app.get(app.queue_url(queue, ""))),
+            ]),
+            within(bound, app.get(app.url("/readyz"))),
+        );
     let answered_within = started.elapsed();
     paused.end().await;
 
@@ -113,7 +111,7 @@ async fn stalled_requests_apply_whole_or_not_at_all(
     // pause lets through; but one sent on a connection where a held write
     // waits ahead of it waits too, as Redis serves a connection in order.
     for answer in &reads {
-        match (mode, answer.status) {
+        match (mode, answer.status.as_u16()) {
             ("WRITE", 200) => {}
             (_, 503) => assert_eq!(answer.body["code"], "backend_unavailable"),
             _ => panic!("{mode} read: {answer:?}"),
@@ -161,27 +159,30 @@ async fn stalled_requests_apply_whole_or_not_at_all(
         assert_eq!(new.status, StatusCode::NOT_FOUND, "{new:?}");
     }
     applied.insert("enqueue", enqueued);
-    let retried = client.post("/jobs", &enqueue_body).await;
+    let retried = post("/jobs", &enqueue_body).await;
     assert_eq!(
         retried.status,
         if enqueued { 200 } else { 201 },
         "{retried:?}"
     );
 
-    let after = app.job(queue, &acked.id).await;
+    let after = app.job(queue, acked["id"].as_str().expect("id")).await;
     let ack_applied = after.status == StatusCode::NOT_FOUND;
     if !ack_applied {
-        assert_eq!(after.body["lease_token"], json!(acked.token), "{after:?}");
+        assert_eq!(after.body["lease_token"], acked["lease_token"], "{after:?}");
     }
     applied.insert("ack", ack_applied);
-    let retried = client.post(&ack_path, &ack_body).await;
+    let retried = post(&ack_path, &ack_body).await;
     assert_eq!(
         retried.status,
         if ack_applied { 404 } else { 204 },
         "{retried:?}"
     );
 
-    let after = app.job(queue, &nacked.id).await.body;
+    let after = app
+        .job(queue, nacked["id"].as_str().expect("id"))
+        .await
+        .body;
     let nack_applied = after["state"] == "pending";
     let fields = (
         after["state"].as_str(),
@@ -196,7 +197,7 @@ async fn stalled_requests_apply_whole_or_not_at_all(
             "{after}"
         );
     } else {
-        let token = Some(nacked.token.as_str());
+        let token = nacked["lease_token"].as_str();
         assert_eq!(
             fields,
             (Some("processing"), Some(0), None, token),
@@ -204,22 +205,26 @@ async fn stalled_requests_apply_whole_or_not_at_all(
         );
     }
     applied.insert("nack", nack_applied);
-    let retried = client.post(&nack_path, &nack_body).await;
+    let retried = post(&nack_path, &nack_body).await;
     assert_eq!(
         retried.status,
         if nack_applied { 409 } else { 200 },
         "{retried:?}"
     );
 
-    let after = app.job(queue, &extended.id).await.body;
-    assert_eq!(after["lease_token"], json!(extended.token), "{after}");
-    let extend_applied = ms_of(&after["lease_expires_at"]) > extended.expires_ms + 30_000;
+    let after = app
+        .job(queue, extended["id"].as_str().expect("id"))
+        .await
+        .body;
+    assert_eq!(after["lease_token"], extended["lease_token"], "{after}");
+    let extend_applied =
+        ms_of(&after["lease_expires_at"]) > ms_of(&extended["lease_expires_at"]) + 30_000;
     applied.insert("extend", extend_applied);
 
     for (what, answer) in &answers {
         if applied[what] {
             assert!(
-                !answer.said_no_effect(),
+                !said_no_effect(answer),
                 "{mode} {what} took effect though its 503 said it had none: {answer:?}"
             );
         }
@@ -242,7 +247,7 @@ async fn stalled_requests_apply_whole_or_not_at_all(
     let states: BTreeMap<&str, &str> = stored
         .jobs
         .iter()
-        .map(|(id, j)| (id.as_str(), j.state))
+        .map(|(id, state)| (id.as_str(), *state))
         .collect();
     assert_eq!(
         states,
@@ -255,8 +260,16 @@ async fn stalled_requests_apply_whole_or_not_at_all(
     );
     answers
         .iter()
-        .map(|(what, answer)| (*what, (applied[what], answer.said_no_effect())))
+        .map(|(what, answer)| (*what, (applied[what], said_no_effect(answer))))
         .collect()
+}
+
+/// A 503 whose `detail` says the request had no effect.
+fn said_no_effect(answer: &Answer) -> bool {
+    answer.status == StatusCode::SERVICE_UNAVAILABLE
+        && answer.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("had no effect"))
 }
 
 /// Job `id`, read once the service answers again after a stall.

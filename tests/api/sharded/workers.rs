@@ -47,10 +47,11 @@ async fn check_sigkill_on_every_shard(shards: u32) {
     }
     let url = app.queue_url("crash", "/claim");
     let mut held = BTreeSet::new();
-    for _ in &ids {
+    for id in &ids {
         // Long enough a lease for every worker to claim before the first
         // one's ends.
-        let claimed = claim_in_process_and_kill_answer(&url, 4000).await;
+        let request_id = format!("doomed-{id}");
+        let claimed = claim_in_process_and_kill_answer(&url, 4000, &request_id).await;
         let job = claimed.job.expect("a job for each doomed worker");
         held.insert(job["id"].as_str().expect("id").to_owned());
     }

@@ -1,38 +1,22 @@
 //! What Redis holds of a queue, read straight from its keys through
-//! prioq's own key layout and record format, and whatever is inconsistent
-//! between those keys (a transition applied in part).
+//! prioq's own key layout and record format: each job's state, and
+//! whatever is inconsistent between those keys (a transition applied in
+//! part), which no answer over HTTP shows.
 
 use std::collections::{BTreeMap, HashMap};
 
 use prioq::queue::store::keys::{Key, MARK, QueueKeys};
 use prioq::queue::store::record::Record;
 
-use super::clock::now_ms;
 use super::redis_server::redis_connection;
-
-/// One job as Redis holds it.
-#[derive(Debug, Clone)]
-pub(crate) struct Stored {
-    pub(crate) state: &'static str,
-    pub(crate) attempts: u64,
-    pub(crate) max_attempts: u64,
-    pub(crate) lease_token: Option<String>,
-    pub(crate) last_error: Option<String>,
-}
 
 /// Every job of one queue, read straight from Redis, and whatever is
 /// inconsistent between its keys (a transition applied in part).
 #[derive(Debug, Default)]
 pub(crate) struct Inventory {
-    pub(crate) jobs: BTreeMap<String, Stored>,
+    /// Each job's state, by id.
+    pub(crate) jobs: BTreeMap<String, &'static str>,
     pub(crate) problems: Vec<String>,
-    pub(crate) read_at_ms: i64,
-}
-
-impl Inventory {
-    pub(crate) fn count(&self, state: &str) -> u64 {
-        self.jobs.values().filter(|j| j.state == state).count() as u64
-    }
 }
 
 /// Reads queue `queue` of prefix `prefix` from the Redis at `url`, through
@@ -84,10 +68,7 @@ pub(crate) async fn inventory_of_shards(
             .expect("HGETALL");
         leases.extend(shard_leases.into_iter().filter(|(id, _)| id != MARK));
     }
-    let mut inventory = Inventory {
-        read_at_ms: now_ms(),
-        ..Inventory::default()
-    };
+    let mut inventory = Inventory::default();
     let mut state_of: HashMap<&str, &'static str> = HashMap::new();
     for (state, members) in &sets {
         for id in members {
@@ -105,37 +86,19 @@ pub(crate) async fn inventory_of_shards(
                 .push(format!("job {id} has a record but no state: {record:?}"));
             continue;
         };
-        let Some(Record {
-            attempts,
-            max_attempts,
-            last_error,
-            ..
-        }) = Record::decode(record)
-        else {
+        if Record::decode(record).is_none() {
             inventory
                 .problems
                 .push(format!("job {id} has a malformed record: {record:?}"));
             continue;
-        };
-        let (attempts, max_attempts) = (u64::from(attempts), u64::from(max_attempts));
+        }
         let lease = leases.get(id);
         if (state == "processing") != lease.is_some() {
             inventory
                 .problems
                 .push(format!("job {id} is {state} with lease {lease:?}"));
         }
-        inventory.jobs.insert(
-            id.clone(),
-            Stored {
-                state,
-                attempts,
-                max_attempts,
-                lease_token: lease
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(t, _)| t.to_owned()),
-                last_error: last_error.map(str::to_owned),
-            },
-        );
+        inventory.jobs.insert(id.clone(), state);
     }
     for (id, state) in state_of {
         if !records.contains_key(id) {

@@ -1,6 +1,8 @@
 //! Test support, a module per subject. The helpers most tests use are
-//! re-exported here; the harnesses of the load and fault tests are used by
-//! their module's path.
+//! re-exported here; the harnesses of the fault tests are used by their
+//! module's path. The load of the fault scenarios, its recorded history
+//! and the checker that judges it are the chaos crate's
+//! (`prioq_chaos::scenario`, `prioq_chaos::checker`).
 //!
 //! - `redis_server`: the `redis-server` processes (from the testbed crate
 //!   the benches share), the server most tests share, connections, a
@@ -15,20 +17,14 @@
 //! - `clock`: waiting until something holds, bounding a wait, timestamps.
 //! - `worker`: a worker process killed with SIGKILL holding its job.
 //! - `nginx`: a real nginx in front of prioq instances.
-//! - `ledger`: what the clients of a queue saw, and its audit against
-//!   what Redis holds.
 //! - `inventory`: what Redis holds of a queue, read through prioq's key
-//!   layout and record format.
-//! - `load`: clients that retry as README says and file every answer in a
-//!   ledger; producers and consumers.
+//!   layout and record format, and what is inconsistent between its keys.
 //! - `rng`: a small seeded generator, and seeds a run prints to replay.
 
 pub(crate) mod app;
 pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod inventory;
-pub(crate) mod ledger;
-pub(crate) mod load;
 pub(crate) mod nginx;
 pub(crate) mod process;
 pub(crate) mod redis_server;

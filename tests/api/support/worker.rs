@@ -31,14 +31,18 @@ echo "ANSWER $((10#${status:-0})) $body"
 exec sleep 3600
 "#;
 
-/// Starts a worker process that claims one job with a `lease_ms` lease,
-/// waits until it holds the job (or has given up on getting one), kills it
-/// with SIGKILL and returns what its claim got.
+/// Starts a worker process (named `doomed`) that claims one job with a
+/// `lease_ms` lease under `request_id`, waits until it holds the job (or
+/// has given up on getting one), kills it with SIGKILL and returns what
+/// its claim got.
 pub(crate) async fn claim_in_process_and_kill_answer(
     claim_url: &str,
     lease_ms: u64,
+    request_id: &str,
 ) -> KilledClaim {
-    let claim = json!({"worker": "doomed", "lease_ms": lease_ms, "wait_ms": 5000});
+    let claim = json!({
+        "worker": "doomed", "request_id": request_id, "lease_ms": lease_ms, "wait_ms": 5000,
+    });
     let mut child = tokio::process::Command::from({
         let mut command = Command::new("bash");
         command
