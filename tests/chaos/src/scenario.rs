@@ -2,9 +2,10 @@
 //! as a history for the checker: the tool's own requests and recording
 //! (`run::client`), its final read of every job (`run::inventory`), and
 //! clients that retry as README says. A scenario test makes its fault
-//! (Redis restarted, a replica promoted, an instance killed), asserts
-//! that the fault happened from what the clients were answered, reads
-//! every job back and hands the history to [`crate::checker::check`].
+//! (Redis restarted, a cluster primary failed over, an instance or
+//! worker processes killed), asserts that the fault happened from what
+//! the clients were answered, reads every job back and hands the history
+//! to [`crate::checker::check`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,11 +57,6 @@ impl Scenario {
             next: AtomicUsize::new(0),
             answers: Mutex::default(),
         }))
-    }
-
-    /// Where the history is written.
-    pub fn history_path(&self) -> &Path {
-        &self.history
     }
 
     /// How many calls of `kind` (`enqueue`, `claim`, `ack`) were answered
