@@ -17,7 +17,8 @@ pub enum Fault {
     InstanceKill { instance: usize, down_ms: u64 },
     /// SIGSTOP to an instance, SIGCONT after `ms`.
     InstancePause { instance: usize, ms: u64 },
-    /// Redis killed, started again after `down_ms` from its append-only file.
+    /// The primary killed, started again after `down_ms` from its
+    /// append-only file.
     RedisRestart { down_ms: u64 },
     /// `CLIENT KILL TYPE normal`: every instance's connections dropped.
     ClientKill,
@@ -25,6 +26,10 @@ pub enum Fault {
     ClientPause { ms: u64 },
     /// `maxmemory` set to what Redis uses, for `ms`.
     RedisFull { ms: u64 },
+    /// The replica promoted by a coordinated `FAILOVER` (the primary
+    /// pauses writers, waits for the replica to catch up, and the two swap
+    /// roles); the proxies turn to the new primary.
+    Failover,
     /// Every connection through an instance's proxy dropped.
     ProxyDrop { instance: usize },
     /// An instance's proxy holds each chunk `delay_ms`, for `ms`.
@@ -44,6 +49,7 @@ impl Fault {
             Fault::ClientKill => "client_kill",
             Fault::ClientPause { .. } => "client_pause",
             Fault::RedisFull { .. } => "redis_full",
+            Fault::Failover => "failover",
             Fault::ProxyDrop { .. } => "proxy_drop",
             Fault::ProxyDelay { .. } => "proxy_delay",
         }
@@ -51,7 +57,7 @@ impl Fault {
 
     fn draw(rng: &mut StdRng, instances: usize) -> Self {
         let instance = rng.random_range(0..instances);
-        match rng.random_range(0..8) {
+        match rng.random_range(0..9) {
             0 => Fault::InstanceKill {
                 instance,
                 down_ms: rng.random_range(100..1500),
@@ -71,6 +77,7 @@ impl Fault {
                 ms: rng.random_range(500..3000),
             },
             6 => Fault::ProxyDrop { instance },
+            7 => Fault::Failover,
             _ => Fault::ProxyDelay {
                 instance,
                 delay_ms: rng.random_range(10..500),
@@ -136,6 +143,7 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
             redis_command(system, &["CONFIG", "SET", "maxmemory", "0"]).await?;
             return Ok(applied);
         }
+        Fault::Failover => return failover(system).await,
         Fault::ProxyDrop { instance } => system.instances[instance].proxy.drop_connections(),
         Fault::ProxyDelay {
             instance,
@@ -150,8 +158,39 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-async fn connection(system: &System) -> Option<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(system.redis_url()).ok()?;
+/// How long a failover may take before the primary gives it up.
+const FAILOVER_TIMEOUT_MS: u64 = 5000;
+
+/// `FAILOVER` on the primary, then waits until the replica answers as the
+/// primary and turns the proxies to it. Not applied when the primary
+/// refuses (no replica in sync, after a restart) or gives up.
+async fn failover(system: &mut System) -> anyhow::Result<bool> {
+    let timeout = FAILOVER_TIMEOUT_MS.to_string();
+    if !redis_command(system, &["FAILOVER", "TIMEOUT", &timeout]).await? {
+        return Ok(false);
+    }
+    let Some(mut replica) = connection(&system.replica_url()).await else {
+        return Ok(false);
+    };
+    // The primary aborts after its timeout: past it and a margin, the roles
+    // stay as they were.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(FAILOVER_TIMEOUT_MS + 2000);
+    while tokio::time::Instant::now() < deadline {
+        let role: Option<Vec<redis::Value>> =
+            redis::cmd("ROLE").query_async(&mut replica).await.ok();
+        if let Some(redis::Value::BulkString(role)) = role.as_ref().and_then(|r| r.first())
+            && role == b"master"
+        {
+            system.promoted();
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(false)
+}
+
+async fn connection(url: &str) -> Option<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(url).ok()?;
     tokio::time::timeout(
         Duration::from_secs(2),
         client.get_multiplexed_async_connection(),
@@ -162,7 +201,7 @@ async fn connection(system: &System) -> Option<redis::aio::MultiplexedConnection
 }
 
 async fn redis_command(system: &System, words: &[&str]) -> anyhow::Result<bool> {
-    let Some(mut conn) = connection(system).await else {
+    let Some(mut conn) = connection(&system.redis_url()).await else {
         return Ok(false);
     };
     let mut cmd = redis::cmd(words[0]);
@@ -173,7 +212,7 @@ async fn redis_command(system: &System, words: &[&str]) -> anyhow::Result<bool> 
 }
 
 async fn used_memory(system: &System) -> Option<u64> {
-    let mut conn = connection(system).await?;
+    let mut conn = connection(&system.redis_url()).await?;
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(&mut conn)

@@ -3,7 +3,8 @@
 //! drain, reads every job back (the final inventory, into the history),
 //! runs the checker and reports.
 //!
-//! - `system`: Redis (AOF always) and its replica, prioq instances.
+//! - `system`: a Redis primary and its replica (AOF always, roles swapped
+//!   by a failover), prioq instances.
 //! - `proxy`: the TCP proxy between each instance and Redis.
 //! - `client`: requests, their outcomes, the history being written.
 //! - `load`: the seeded producers and workers.

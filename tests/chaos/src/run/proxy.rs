@@ -1,9 +1,9 @@
 //! A TCP proxy between one prioq instance and Redis, run in this process:
-//! it can drop every connection through it, or hold each chunk of bytes
-//! for a while (a slow network).
+//! it can drop every connection through it, hold each chunk of bytes for
+//! a while (a slow network), or turn to another Redis (a failover).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 #[derive(Debug)]
 pub struct Proxy {
     pub port: u16,
+    target: Arc<AtomicU16>,
     delay_ms: Arc<AtomicU64>,
     cut: watch::Sender<u64>,
     accept: JoinHandle<()>,
@@ -25,11 +26,18 @@ impl Proxy {
     pub async fn start(target: u16) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
+        let target = Arc::new(AtomicU16::new(target));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let (cut, _) = watch::channel(0);
-        let accept = tokio::spawn(accept(listener, target, delay_ms.clone(), cut.clone()));
+        let accept = tokio::spawn(accept(
+            listener,
+            target.clone(),
+            delay_ms.clone(),
+            cut.clone(),
+        ));
         Ok(Self {
             port,
+            target,
             delay_ms,
             cut,
             accept,
@@ -39,6 +47,13 @@ impl Proxy {
     /// Closes every connection through the proxy, both ways.
     pub fn drop_connections(&self) {
         self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// New connections go to Redis on `target`; those open now are
+    /// dropped, so that their clients reconnect there.
+    pub fn set_target(&self, target: u16) {
+        self.target.store(target, Ordering::Relaxed);
+        self.drop_connections();
     }
 
     /// Holds each chunk `ms` before passing it on (0: none).
@@ -56,13 +71,14 @@ impl Drop for Proxy {
 
 async fn accept(
     listener: TcpListener,
-    target: u16,
+    target: Arc<AtomicU16>,
     delay_ms: Arc<AtomicU64>,
     cut: watch::Sender<u64>,
 ) {
     while let Ok((inbound, _)) = listener.accept().await {
         // Redis down: the instance sees its connection closed at once.
-        let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)).await else {
+        let Ok(outbound) = TcpStream::connect(("127.0.0.1", target.load(Ordering::Relaxed))).await
+        else {
             continue;
         };
         let (in_read, in_write) = inbound.into_split();

@@ -1,6 +1,7 @@
-//! The system under test: a Redis primary with an append-only file synced
-//! on every write and a replica, and prioq instances (the built binary)
-//! each reaching Redis through its own [`Proxy`].
+//! The system under test: a Redis primary and its replica, both with an
+//! append-only file synced on every write, and prioq instances (the built
+//! binary) each reaching the primary through its own [`Proxy`]. A failover
+//! swaps the two servers' roles and turns the proxies to the new primary.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,11 +23,20 @@ pub struct Instance {
     log: PathBuf,
 }
 
+/// One of the two Redis servers: where it listens and keeps its files,
+/// and its process (`None` while killed).
+#[derive(Debug)]
+struct Node {
+    port: u16,
+    dir: PathBuf,
+    server: Option<RedisServer>,
+}
+
 #[derive(Debug)]
 pub struct System {
-    pub redis_port: u16,
-    redis: Option<RedisServer>,
-    _replica: RedisServer,
+    nodes: [Node; 2],
+    /// Which of `nodes` is the primary now.
+    primary: usize,
     dir: PathBuf,
     prioq: PathBuf,
     pub instances: Vec<Instance>,
@@ -40,17 +50,29 @@ impl System {
     /// binary `prioq`, their files under `dir`.
     pub async fn start(prioq: &Path, dir: &Path, instances: usize) -> anyhow::Result<Self> {
         let redis_port = free_port();
-        let primary_dir = dir.join("primary");
-        let replica_dir = dir.join("replica");
+        let primary_dir = dir.join("redis-0");
+        let replica_dir = dir.join("redis-1");
         std::fs::create_dir_all(&primary_dir)?;
         std::fs::create_dir_all(&replica_dir)?;
         let redis = RedisServer::spawn(redis_port, &primary_dir, AOF_ALWAYS);
-        let replica =
-            RedisServer::start_in(&replica_dir, &format!("--replicaof 127.0.0.1 {redis_port}"));
+        let replica = RedisServer::start_in(
+            &replica_dir,
+            &format!("{AOF_ALWAYS} --replicaof 127.0.0.1 {redis_port}"),
+        );
         let mut system = Self {
-            redis_port,
-            redis: Some(redis),
-            _replica: replica,
+            nodes: [
+                Node {
+                    port: redis_port,
+                    dir: primary_dir,
+                    server: Some(redis),
+                },
+                Node {
+                    port: replica.port,
+                    dir: replica_dir,
+                    server: Some(replica),
+                },
+            ],
+            primary: 0,
             dir: dir.to_owned(),
             prioq: prioq.to_owned(),
             instances: Vec::new(),
@@ -69,8 +91,24 @@ impl System {
         Ok(system)
     }
 
+    /// The primary's URL (the servers' roles swap on a failover).
     pub fn redis_url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.redis_port)
+        format!("redis://127.0.0.1:{}", self.nodes[self.primary].port)
+    }
+
+    /// The replica's URL.
+    pub fn replica_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.nodes[1 - self.primary].port)
+    }
+
+    /// The replica has become the primary (a failover completed): the
+    /// proxies turn to it, dropping their connections to the old one.
+    pub fn promoted(&mut self) {
+        self.primary = 1 - self.primary;
+        let port = self.nodes[self.primary].port;
+        for instance in &self.instances {
+            instance.proxy.set_target(port);
+        }
     }
 
     pub fn base_urls(&self) -> Vec<String> {
@@ -147,19 +185,22 @@ impl System {
         instance.stopped = stop;
     }
 
-    /// Redis killed (SIGKILL); started again by [`System::start_redis`].
+    /// The primary killed (SIGKILL); started again by
+    /// [`System::start_redis`].
     pub fn kill_redis(&mut self) {
-        self.redis = None;
+        self.nodes[self.primary].server = None;
     }
 
+    /// The primary started again from its append-only file, on its port,
+    /// still the primary (the replica reconnects to it).
     pub fn start_redis(&mut self) {
-        if self.redis.is_none() {
-            let dir = self.dir.join("primary");
-            self.redis = Some(RedisServer::spawn(self.redis_port, &dir, AOF_ALWAYS));
+        let node = &mut self.nodes[self.primary];
+        if node.server.is_none() {
+            node.server = Some(RedisServer::spawn(node.port, &node.dir, AOF_ALWAYS));
         }
     }
 
-    /// Everything back to running: Redis up, every instance running and
+    /// Everything back to running: the primary up, every instance running and
     /// answering, no proxy delay.
     pub async fn heal(&mut self) -> anyhow::Result<()> {
         self.start_redis();
