@@ -77,6 +77,14 @@ ensure_redis_tools() {
   ensure_package_tools redis-server redis "$@"
 }
 
+# Makes sure libfaketime can be preloaded (the fault schedule starts
+# instances with a moved clock through it), installing Debian's faketime
+# package, which brings the library and the `faketime` command, when that
+# is possible.
+ensure_faketime() {
+  ensure_package_tools faketime libfaketime faketime
+}
+
 # Makes a Python virtual environment at $1 unless one is there. When
 # python3, or its venv module with ensurepip (Debian ships those apart, in
 # python3-venv), is missing, installs Debian's python3 and python3-venv

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use super::system::System;
+use super::system::{System, faketime_installed};
 
 /// One fault, with what the seed drew for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,14 @@ pub enum Fault {
     /// pauses writers, waits for the replica to catch up, and the two swap
     /// roles); the proxies turn to the new primary.
     Failover,
+    /// An instance restarted with its wall clock `skew_s` seconds off
+    /// (libfaketime), then after `ms` restarted on the true clock.
+    /// Skipped where libfaketime is not installed.
+    ClockSkew {
+        instance: usize,
+        skew_s: i64,
+        ms: u64,
+    },
     /// Every connection through an instance's proxy dropped.
     ProxyDrop { instance: usize },
     /// An instance's proxy holds each chunk `delay_ms`, for `ms`.
@@ -50,6 +58,7 @@ impl Fault {
             Fault::ClientPause { .. } => "client_pause",
             Fault::RedisFull { .. } => "redis_full",
             Fault::Failover => "failover",
+            Fault::ClockSkew { .. } => "clock_skew",
             Fault::ProxyDrop { .. } => "proxy_drop",
             Fault::ProxyDelay { .. } => "proxy_delay",
         }
@@ -57,7 +66,7 @@ impl Fault {
 
     fn draw(rng: &mut StdRng, instances: usize) -> Self {
         let instance = rng.random_range(0..instances);
-        match rng.random_range(0..9) {
+        match rng.random_range(0..10) {
             0 => Fault::InstanceKill {
                 instance,
                 down_ms: rng.random_range(100..1500),
@@ -78,6 +87,11 @@ impl Fault {
             },
             6 => Fault::ProxyDrop { instance },
             7 => Fault::Failover,
+            8 => Fault::ClockSkew {
+                instance,
+                skew_s: rng.random_range(30..=300) * if rng.random() { 1 } else { -1 },
+                ms: rng.random_range(1000..5000),
+            },
             _ => Fault::ProxyDelay {
                 instance,
                 delay_ms: rng.random_range(10..500),
@@ -144,6 +158,20 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
             return Ok(applied);
         }
         Fault::Failover => return failover(system).await,
+        Fault::ClockSkew {
+            instance,
+            skew_s,
+            ms,
+        } => {
+            if !faketime_installed() {
+                return Ok(false);
+            }
+            system.kill(instance).await;
+            system.launch_with_clock(instance, Some(skew_s)).await?;
+            sleep(ms).await;
+            system.kill(instance).await;
+            system.launch(instance).await?;
+        }
         Fault::ProxyDrop { instance } => system.instances[instance].proxy.drop_connections(),
         Fault::ProxyDelay {
             instance,

@@ -59,6 +59,12 @@ const DRAIN: Duration = Duration::from_secs(3);
 pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     std::fs::create_dir_all(&options.dir)?;
     let history_path = options.dir.join("history.jsonl");
+    if !system::faketime_installed() {
+        println!(
+            "note: {} is missing (Debian's libfaketime): clock_skew faults are skipped",
+            system::FAKETIME_LIBRARY
+        );
+    }
     let mut system = System::start(&options.prioq, &options.dir, options.instances).await?;
     let recorder = Arc::new(Recorder::create(&history_path)?);
     let ctx = Arc::new(Ctx {

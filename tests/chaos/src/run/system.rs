@@ -45,6 +45,33 @@ pub struct System {
 /// The key prefix of every instance: they share their queues.
 const PREFIX: &str = "chaos";
 
+/// libfaketime as Debian's package `libfaketime` installs it.
+pub const FAKETIME_LIBRARY: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Checks that instance `i`'s wall clock, as the `Date` of its `answer`
+/// tells (whole seconds), is `skew_s` seconds off this process's.
+fn clock_moved(i: usize, answer: &reqwest::Response, skew_s: i64) -> anyhow::Result<()> {
+    let date = answer
+        .headers()
+        .get(reqwest::header::DATE)
+        .and_then(|d| d.to_str().ok())
+        .context("an answer without a Date")?;
+    let told = jiff::fmt::rfc2822::parse(date)
+        .with_context(|| format!("Date {date:?}"))?
+        .timestamp();
+    let off = told.as_second() - jiff::Timestamp::now().as_second();
+    anyhow::ensure!(
+        (off - skew_s).abs() <= 2,
+        "instance {i} was started {skew_s:+} s off but its clock is {off:+} s off (is libfaketime preloaded?)"
+    );
+    Ok(())
+}
+
+/// Whether instances can be started with a moved clock.
+pub fn faketime_installed() -> bool {
+    Path::new(FAKETIME_LIBRARY).exists()
+}
+
 impl System {
     /// Starts Redis, its replica and `instances` prioq instances of the
     /// binary `prioq`, their files under `dir`.
@@ -120,12 +147,27 @@ impl System {
 
     /// Starts instance `i` and waits until it answers `/healthz`.
     pub async fn launch(&mut self, i: usize) -> anyhow::Result<()> {
+        self.launch_with_clock(i, None).await
+    }
+
+    /// Starts instance `i` with its wall clock moved by `skew_s` seconds
+    /// (libfaketime) when given, and sees the move in the `Date` of its
+    /// answer; its monotonic clock, which tokio's timers read, is left
+    /// alone.
+    pub async fn launch_with_clock(&mut self, i: usize, skew_s: Option<i64>) -> anyhow::Result<()> {
         let instance = &mut self.instances[i];
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&instance.log)?;
-        let child = Command::new(&self.prioq)
+        let mut command = Command::new(&self.prioq);
+        if let Some(skew_s) = skew_s {
+            command
+                .env("LD_PRELOAD", FAKETIME_LIBRARY)
+                .env("FAKETIME", format!("{skew_s:+}s"))
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let child = command
             .env("PRIOQ_LISTEN", format!("127.0.0.1:{}", instance.port))
             .env(
                 "PRIOQ_REDIS_URL",
@@ -148,13 +190,13 @@ impl System {
         let url = format!("http://127.0.0.1:{}/healthz", instance.port);
         let http = reqwest::Client::new();
         for _ in 0..500 {
-            if http
-                .get(&url)
-                .send()
-                .await
-                .is_ok_and(|a| a.status().is_success())
+            if let Ok(answer) = http.get(&url).send().await
+                && answer.status().is_success()
             {
-                return Ok(());
+                return match skew_s {
+                    Some(skew_s) => clock_moved(i, &answer, skew_s),
+                    None => Ok(()),
+                };
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
