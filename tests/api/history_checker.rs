@@ -38,9 +38,11 @@ fn enqueue(
         group: Some(group.into()),
         delay_ms: 0,
         after: Vec::new(),
+        dedup: None,
         expires_in_ms: None,
         expires_at: None,
         created: None,
+        answered: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
 }
@@ -50,6 +52,21 @@ fn enqueue_after(n: u64, id: &str, priority: u8, at: i64, after: &str) -> Op {
     let mut op = enqueue(n, "main", id, priority, "g9", at, Outcome::Ok);
     if let Call::Enqueue { after: waits, .. } = &mut op.call {
         waits.push(after.into());
+    }
+    op
+}
+
+/// An enqueue answered ok of a job with dedup key `key`, answered with
+/// the job `answered`.
+fn enqueue_dedup(n: u64, id: &str, at: i64, key: &str, answered: &str) -> Op {
+    let mut op = enqueue(n, "main", id, 3, "g8", at, Outcome::Ok);
+    if let Call::Enqueue {
+        dedup,
+        answered: named,
+        ..
+    } = &mut op.call
+    {
+        (*dedup, *named) = (Some(key.into()), Some(answered.into()));
     }
     op
 }
@@ -447,6 +464,69 @@ fn a_dependant_handed_out_after_its_dependency_was_acked_breaks_nothing() {
     assert_eq!(broken(&history), Vec::<&str>::new());
 }
 
+/// j holds key k from 405 until a claim takes it at 700: an enqueue of
+/// l with k answered with j made nothing (l gone at the end is no lost
+/// job); one answered with l itself at 600 is reported, at 800 (after j
+/// was taken, and may have ended) it breaks nothing.
+#[test]
+fn a_job_made_with_a_dedup_key_held_by_another_is_reported() {
+    let mut history = clean();
+    history.push(enqueue_dedup(50, "j", 405, "k", "j"));
+    history.push(enqueue_dedup(51, "l", 600, "k", "j"));
+    history.push(claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000));
+    history.push(ack(53, "main", "j", "tj", 720));
+    history.push(read(
+        54,
+        "main",
+        "j",
+        Some("completed"),
+        407,
+        Some(result("tj")),
+    ));
+    history.push(read(55, "main", "l", None, 0, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    replace(&mut history, enqueue_dedup(51, "l", 800, "k", "l"));
+    replace(
+        &mut history,
+        read(55, "main", "l", Some("pending"), 802, None),
+    );
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    replace(&mut history, enqueue_dedup(51, "l", 600, "k", "l"));
+    replace(
+        &mut history,
+        read(55, "main", "l", Some("pending"), 602, None),
+    );
+    assert_eq!(broken(&history), ["dedup_key_held_twice"]);
+}
+
+/// e (on the capped queue) waits for main's d, still processing: handed
+/// out, it is reported.
+#[test]
+fn a_dependant_handed_out_before_its_dependency_in_another_queue_is_reported() {
+    let mut history = clean();
+    let mut waiting = enqueue(50, "capped", "e", 1, "g9", 405, Outcome::Ok);
+    if let Call::Enqueue { after, .. } = &mut waiting.call {
+        after.push("main/d".into());
+    }
+    history.push(waiting);
+    history.push(read(51, "capped", "e", Some("waiting"), 407, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    history.push(claim(52, "capped", ("e", 1, "g9", 0, 407), "te", 600, 1000));
+    history.push(ack(53, "capped", "e", "te", 620));
+    replace(
+        &mut history,
+        read(
+            51,
+            "capped",
+            "e",
+            Some("completed"),
+            407,
+            Some(result("te")),
+        ),
+    );
+    assert_eq!(broken(&history), ["released_early"]);
+}
+
 #[test]
 fn every_rule_has_a_planted_violation() {
     // The tests above plant one violation per rule; a rule added to the
@@ -465,6 +545,7 @@ fn every_rule_has_a_planted_violation() {
         "expired_delivered",
         "cancelled_delivered_again",
         "released_early",
+        "dedup_key_held_twice",
         "result_mismatch",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();

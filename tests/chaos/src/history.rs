@@ -65,9 +65,13 @@ pub enum Call {
         priority: u8,
         group: Option<String>,
         delay_ms: u64,
-        /// The ids of the jobs of its queue it waits for.
+        /// The jobs it waits for: ids of its queue's, `queue/id` of
+        /// another's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         after: Vec<String>,
+        /// Its deduplication key (mode `drop`), as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dedup: Option<String>,
         /// Its expiry, as sent (dead-lettered when it comes).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires_in_ms: Option<u64>,
@@ -76,6 +80,10 @@ pub enum Call {
         expires_at: Option<i64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         created: Option<bool>,
+        /// The id of the job the answer named: another job's when the
+        /// dedup key was held by it (nothing was made).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered: Option<String>,
     },
     Claim {
         worker: String,

@@ -64,15 +64,27 @@ pub struct JobFacts<'h> {
     pub reads: Vec<&'h Op>,
 }
 
+/// Whether `op` is an enqueue answered ok with its own job: not with
+/// another job holding its dedup key, which made nothing.
+pub fn made_its_job(op: &Op) -> bool {
+    match &op.call {
+        Call::Enqueue { id, answered, .. } => {
+            op.outcome == Outcome::Ok && answered.as_ref().is_none_or(|a| a == id)
+        }
+        _ => false,
+    }
+}
+
 impl<'h> JobFacts<'h> {
-    /// The end of the first enqueue answered ok: the job certainly
-    /// existed from then on.
+    /// Its enqueues answered ok with the job itself.
+    pub fn made(&self) -> impl Iterator<Item = &'h Op> + '_ {
+        self.enqueues.iter().copied().filter(|op| made_its_job(op))
+    }
+
+    /// The end of the first enqueue answered ok with the job itself: the
+    /// job certainly existed from then on.
     pub fn created_by(&self) -> Option<i64> {
-        self.enqueues
-            .iter()
-            .filter(|op| op.outcome == Outcome::Ok)
-            .map(|op| op.end_ms)
-            .min()
+        self.made().map(|op| op.end_ms).min()
     }
 
     /// The start of the first enqueue that may have been applied: the job
@@ -85,8 +97,8 @@ impl<'h> JobFacts<'h> {
             .min()
     }
 
-    /// The jobs of its queue it waits for (its enqueues all send the same
-    /// body).
+    /// The jobs it waits for, as sent: ids of its queue's, `queue/id` of
+    /// another's (its enqueues all send the same body).
     pub fn after(&self) -> &'h [String] {
         self.enqueues
             .iter()
@@ -95,6 +107,16 @@ impl<'h> JobFacts<'h> {
                 _ => None,
             })
             .unwrap_or_default()
+    }
+
+    /// The dedup key its enqueues sent.
+    pub fn dedup(&self) -> Option<&'h str> {
+        self.enqueues
+            .iter()
+            .find_map(|&op: &&'h Op| match &op.call {
+                Call::Enqueue { dedup, .. } => dedup.as_deref(),
+                _ => None,
+            })
     }
 
     /// Whether its enqueues asked for an expiry.
@@ -112,13 +134,10 @@ impl<'h> JobFacts<'h> {
 
     /// Its deadline, by Redis's clock, as an enqueue answered ok says.
     pub fn expires_at(&self) -> Option<i64> {
-        self.enqueues
-            .iter()
-            .filter(|op| op.outcome == Outcome::Ok)
-            .find_map(|op| match &op.call {
-                Call::Enqueue { expires_at, .. } => *expires_at,
-                _ => None,
-            })
+        self.made().find_map(|op| match &op.call {
+            Call::Enqueue { expires_at, .. } => *expires_at,
+            _ => None,
+        })
     }
 
     /// The delay its enqueues asked for (they all send the same body).

@@ -85,6 +85,12 @@ pub const RULES: &[Rule] = &[
         check: released_early,
     },
     Rule {
+        name: "dedup_key_held_twice",
+        promise: "no job is made with a dedup key while another job of its queue \
+                  certainly holds it",
+        check: dedup_key_held_twice,
+    },
+    Rule {
         name: "result_mismatch",
         promise: "a completed job's result is the one its ack sent",
         check: result_mismatch,
@@ -119,7 +125,7 @@ fn acked_delivered_again(facts: &Facts<'_>) -> Vec<Violation> {
 fn lost_job(facts: &Facts<'_>) -> Vec<Violation> {
     let mut out = Vec::new();
     for ((queue, id), job) in &facts.jobs {
-        let Some(enqueue) = job.enqueues.iter().find(|op| op.outcome == Outcome::Ok) else {
+        let Some(enqueue) = job.made().next() else {
             continue;
         };
         for read in job.reads.iter().filter(|r| state(r).is_none()) {
@@ -400,8 +406,7 @@ fn order(
 /// The jobs of each uncapped queue enqueued ok without delay, by class
 /// (priority and group), in the order they certainly existed.
 fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
-    let taken = taken_from(facts);
-    let lost = unresolved_claims(facts);
+    let pending = Pending::new(facts);
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
         // A job waiting for others becomes pending when the last of them
@@ -423,16 +428,6 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
         else {
             continue;
         };
-        let created_after = job.created_after();
-        // A claim whose answer was lost, running after the job may have
-        // been created, may have taken it.
-        let lost_from = lost
-            .iter()
-            .filter(|u| u.queue == queue && created_after.is_none_or(|after| after < u.end_ms))
-            .map(|u| u.start_ms)
-            .min()
-            .unwrap_or(i64::MAX);
-        let enqueue = job.enqueues.iter().find(|op| op.outcome == Outcome::Ok);
         let witness = Witness {
             job: Ranked {
                 id,
@@ -440,14 +435,10 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
                 group: group.as_deref(),
                 first_delivery: false,
                 created_by,
-                created_after,
+                created_after: job.created_after(),
             },
-            taken_from: taken
-                .get(&(queue, id))
-                .copied()
-                .unwrap_or(i64::MAX)
-                .min(lost_from),
-            enqueue: enqueue.map_or(0, |op| op.op),
+            taken_from: pending.until((queue, id), job),
+            enqueue: job.made().next().map_or(0, |op| op.op),
         };
         out.entry(queue)
             .or_default()
@@ -459,6 +450,40 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
         list.sort_by_key(|w| w.job.created_by);
     }
     out
+}
+
+/// Until when each job certainly stayed pending (or scheduled): before
+/// any claim that answered it could have taken it, or any claim whose
+/// answer was lost that ran after it may have been created, or any
+/// cancel of it.
+struct Pending<'h> {
+    taken: BTreeMap<JobKey<'h>, i64>,
+    lost: Vec<&'h Op>,
+}
+
+impl<'h> Pending<'h> {
+    fn new(facts: &Facts<'h>) -> Self {
+        Self {
+            taken: taken_from(facts),
+            lost: unresolved_claims(facts),
+        }
+    }
+
+    fn until(&self, (queue, id): JobKey<'h>, job: &JobFacts<'h>) -> i64 {
+        let created_after = job.created_after();
+        let lost_from = self
+            .lost
+            .iter()
+            .filter(|u| u.queue == queue && created_after.is_none_or(|after| after < u.end_ms))
+            .map(|u| u.start_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        self.taken
+            .get(&(queue, id))
+            .copied()
+            .unwrap_or(i64::MAX)
+            .min(lost_from)
+    }
 }
 
 /// When each job was first possibly taken out of pending: the start of
@@ -593,15 +618,19 @@ fn first_send(first: &BTreeMap<(&str, &str), i64>, claim: &Op) -> i64 {
 }
 
 /// Every lease of a job enqueued with `after`, against the acks of the
-/// jobs it waits for: one of each that may have been applied must have
-/// begun before the claim that handed it out ended.
+/// jobs it waits for (in its queue, or `queue/id` in another): one of
+/// each that may have been applied must have begun before the claim that
+/// handed it out ended.
 fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
     let mut out = Vec::new();
     for (&(queue, id), job) in &facts.jobs {
         for dependency in job.after() {
+            let key = dependency
+                .split_once('/')
+                .unwrap_or((queue, dependency.as_str()));
             let acked_from = facts
                 .jobs
-                .get(&(queue, dependency.as_str()))
+                .get(&key)
                 .and_then(|d| d.acks.iter().map(|ack| ack.op.start_ms).min());
             for lease in leases_of(facts, job) {
                 if acked_from.is_none_or(|from| from >= lease.claim.end_ms) {
@@ -611,6 +640,52 @@ fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
                             lease.claim.op
                         ),
                         [lease.claim.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Jobs of a queue enqueued with one dedup key, each answered with
+/// itself: none made while another certainly held the key, from when
+/// that one certainly existed until a claim or a cancel may have touched
+/// it (before that nothing ends it; after, it may end at once). A job
+/// waiting for others or expiring may end with no operation marking it:
+/// it is no holder.
+fn dedup_key_held_twice(facts: &Facts<'_>) -> Vec<Violation> {
+    let pending = Pending::new(facts);
+    let mut by_key: BTreeMap<(&str, &str), Vec<(JobKey<'_>, &JobFacts<'_>)>> = BTreeMap::new();
+    for (&key, job) in &facts.jobs {
+        if let Some(dedup) = job.dedup()
+            && job.created_by().is_some()
+        {
+            by_key.entry((key.0, dedup)).or_default().push((key, job));
+        }
+    }
+    let mut out = Vec::new();
+    for ((queue, dedup), jobs) in &by_key {
+        for &(holder_key, holder) in jobs {
+            let Some(held_from) = holder.created_by() else {
+                continue;
+            };
+            if !holder.after().is_empty() || holder.expires() {
+                continue;
+            }
+            let held_until = pending.until(holder_key, holder);
+            for &((_, id), job) in jobs {
+                let (Some(after), Some(by)) = (job.created_after(), job.created_by()) else {
+                    continue;
+                };
+                if id != holder_key.1 && held_from < after && by < held_until {
+                    let made = |j: &JobFacts<'_>| j.made().next().map_or(0, |op| op.op);
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}: {id} made with dedup key {dedup} while {} held it",
+                            holder_key.1
+                        ),
+                        [made(holder), made(job)],
                     ));
                 }
             }

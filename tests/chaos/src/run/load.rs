@@ -71,10 +71,20 @@ pub fn rng_for(seed: u64, n: u64) -> StdRng {
 /// Jobs a producer remembers, to cancel one of them now and then.
 const RECENT: usize = 20;
 
+/// Dedup keys per queue: few, so that jobs meet a key held.
+const DEDUP_KEYS: u32 = 4;
+
+/// The other queue of the two, for dependencies across queues.
+fn other(queue: &str) -> &'static str {
+    if queue == MAIN { CAPPED } else { MAIN }
+}
+
 /// Enqueues jobs with ids of its own until told to stop; an enqueue not
 /// answered ok is sent again, same body, a few times. Some jobs wait for
-/// the producer's last job enqueued ok on their queue (`after`); now and
-/// then it cancels one of its recent jobs, in whatever state it is.
+/// the producer's last job made on their queue or on the other one
+/// (`after`, `queue/id`); some carry a dedup key (mode `drop`), and may
+/// be answered with another job that holds it; now and then it cancels
+/// one of its recent jobs, in whatever state it is.
 pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     let mut rng = rng_for(seed, n);
     let process = format!("p{n}");
@@ -107,11 +117,22 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         } else {
             0
         };
-        let after: Vec<String> = match last_ok.get(queue) {
-            Some(previous) if rng.random_bool(0.15) => vec![previous.clone()],
+        let after: Vec<String> = match (last_ok.get(queue), last_ok.get(other(queue))) {
+            (Some(previous), _) if rng.random_bool(0.12) => vec![previous.clone()],
+            (_, Some(previous)) if rng.random_bool(0.05) => {
+                vec![format!("{}/{previous}", other(queue))]
+            }
             _ => Vec::new(),
         };
         let expires_in_ms: Option<u64> = rng.random_bool(0.1).then(|| rng.random_range(300..4000));
+        // Keys only on jobs that end by an operation of the history (not
+        // through a dependency or an expiry), so that the checker knows
+        // how long they hold them.
+        let dedup: Option<(String, u64)> =
+            (after.is_empty() && expires_in_ms.is_none() && rng.random_bool(0.1)).then(|| {
+                let key = format!("k{}", rng.random_range(0..DEDUP_KEYS));
+                (key, [0, 0, 1000][rng.random_range(0..3)])
+            });
         let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
@@ -121,6 +142,9 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         }
         if let Some(ms) = expires_in_ms {
             body["expires_in_ms"] = json!(ms);
+        }
+        if let Some((key, ttl_ms)) = &dedup {
+            body["dedup"] = json!({"key": key, "ttl_ms": ttl_ms, "mode": "drop"});
         }
         for _ in 0..4 {
             let answer = ctx
@@ -135,12 +159,19 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         group: Some(group.clone()),
                         delay_ms,
                         after: after.clone(),
+                        dedup: dedup.as_ref().map(|(key, _)| key.clone()),
                         expires_in_ms,
                         expires_at: parse_time(&a.body["expires_at"]),
                         created: a.body["created"].as_bool(),
+                        answered: a.body["id"].as_str().map(str::to_owned),
                     },
                 )
                 .await;
+            if answer.outcome == Outcome::Ok && answer.body["id"] != json!(id) {
+                // Answered with the job holding the dedup key: nothing
+                // made, nothing to wait for or cancel.
+                break;
+            }
             if answer.outcome == Outcome::Ok {
                 last_ok.insert(queue, id.clone());
                 if recent.len() == RECENT {
