@@ -53,6 +53,8 @@ pub enum Call {
     Configure {
         max_in_flight: Option<u64>,
         group_max_in_flight: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shards: Option<u32>,
     },
     /// A recurring schedule put in place; its jobs' ids are
     /// `{name}:{fire time}`.

@@ -30,6 +30,11 @@ struct Args {
     producers: u64,
     #[arg(long, default_value_t = 9)]
     workers: u64,
+    /// Run on a local three-primary Redis Cluster with a replica each
+    /// (no proxies: a primary killed, `CLUSTER FAILOVER`, client kill and
+    /// pause, a full Redis, instance faults).
+    #[arg(long)]
+    cluster: bool,
     /// The prioq binary (default: `prioq` next to this one, the same
     /// build profile's).
     #[arg(long)]
@@ -83,6 +88,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         instances: args.instances,
         producers: args.producers,
         workers: args.workers,
+        cluster: args.cluster,
         prioq,
         dir,
     };

@@ -1,5 +1,6 @@
 //! A local Redis Cluster of three primaries.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -11,6 +12,9 @@ use crate::{Wrapper, dbfilename_when_up};
 #[derive(Debug)]
 pub struct RedisCluster {
     pub ports: Vec<u16>,
+    /// Where every node keeps its files (each under names of its own).
+    pub dir: PathBuf,
+    flags: String,
     _wrapper: Wrapper,
 }
 
@@ -35,24 +39,27 @@ impl RedisCluster {
         let ports = cluster_ports(3 * (1 + replicas));
         // Told to these nodes only, so that it is known whose node answers.
         let marker = |port: u16| format!("prioq-{}-{port}.rdb", std::process::id());
+        let dir = crate::server::fresh_dir();
+        let flags = flags.to_owned();
         let servers: String = ports
             .iter()
             .map(|&port| {
                 format!(
-                    "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
-                     --cluster-config-file nodes-{port}.conf --cluster-node-timeout 2000 \
-                     --dir \"$dir\" --save '' --appendfilename aof-{port} \
-                     --appenddirname aof-{port} --dbfilename {} {flags} >/dev/null 2>&1 & \
-                     pids=\"$pids $!\"; ",
-                    marker(port)
+                    "redis-server --port {port} --bind 127.0.0.1 --dir \"$0\" --save '' \
+                     --dbfilename {} {} >/dev/null 2>&1 & pids=\"$pids $!\"; ",
+                    marker(port),
+                    node_flags(port, &flags)
                 )
             })
             .collect();
-        let script =
-            format!("dir=$(mktemp -d); pids=; {servers} echo started; read _; kill -9 $pids");
+        // A node the caller killed (and started again itself) is dead by
+        // now: no complaint.
+        let script = format!("pids=; {servers} echo started; read _; kill -9 $pids 2>/dev/null");
         let cluster = Self {
             ports,
-            _wrapper: Wrapper::start::<&str>(&script, &[]),
+            _wrapper: Wrapper::start(&script, &[&dir]),
+            dir,
+            flags,
         };
         for (url, &port) in cluster.urls().iter().zip(&cluster.ports) {
             if dbfilename_when_up(url) != marker(port) {
@@ -75,6 +82,13 @@ impl RedisCluster {
         assert!(created.success(), "redis-cli --cluster create failed");
         cluster.wait_until_ok();
         Some(cluster)
+    }
+
+    /// The flags node `port` runs with besides its port and `dir`: killed,
+    /// it starts again on its files and its place in the cluster with
+    /// `RedisServer::spawn(port, &cluster.dir, &cluster.node_flags(port))`.
+    pub fn node_flags(&self, port: u16) -> String {
+        node_flags(port, &self.flags)
     }
 
     /// Every node's URL, primaries and replicas.
@@ -105,6 +119,14 @@ impl RedisCluster {
             }
         }
     }
+}
+
+fn node_flags(port: u16, flags: &str) -> String {
+    format!(
+        "--cluster-enabled yes --cluster-config-file nodes-{port}.conf \
+         --cluster-node-timeout 2000 --appendfilename aof-{port} \
+         --appenddirname aof-{port} {flags}"
+    )
 }
 
 /// Ports whose cluster-bus port (+10000) is free too.

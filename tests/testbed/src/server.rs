@@ -106,7 +106,7 @@ impl RedisServer {
 
 /// A directory of its own for a server's files, under the system's
 /// temporary one.
-fn fresh_dir() -> PathBuf {
+pub(crate) fn fresh_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "prioq-test-redis-{}-{}",
         std::process::id(),

@@ -176,6 +176,9 @@ pub struct Facts<'h> {
     pub caps: BTreeMap<&'h str, Caps>,
     /// Schedule names of each queue.
     pub schedules: BTreeMap<&'h str, Vec<&'h str>>,
+    /// Shards of each queue whose `shards` was patched (any outcome but
+    /// failed: one whose patch is unknown counts as sharded).
+    pub shards: BTreeMap<&'h str, u32>,
 }
 
 impl<'h> Facts<'h> {
@@ -187,6 +190,7 @@ impl<'h> Facts<'h> {
             leases: Vec::new(),
             caps: BTreeMap::new(),
             schedules: BTreeMap::new(),
+            shards: BTreeMap::new(),
         };
         let mut tokens: BTreeSet<&str> = BTreeSet::new();
         for op in ops {
@@ -195,6 +199,11 @@ impl<'h> Facts<'h> {
         facts.offset = offset(&facts.leases, &first_attempts(ops));
         facts.bound_leases();
         facts
+    }
+
+    /// Whether `queue` may be split over shards.
+    pub fn sharded(&self, queue: &str) -> bool {
+        self.shards.get(queue).is_some_and(|&k| k > 1)
     }
 
     fn job(&mut self, queue: &'h str, id: &'h str) -> &mut JobFacts<'h> {
@@ -207,8 +216,16 @@ impl<'h> Facts<'h> {
             Call::Configure {
                 max_in_flight,
                 group_max_in_flight,
+                shards,
             } => {
-                if op.outcome != Outcome::Failed {
+                if let Some(shards) = shards
+                    && op.outcome != Outcome::Failed
+                {
+                    self.shards.insert(queue, *shards);
+                }
+                if op.outcome != Outcome::Failed
+                    && (max_in_flight.is_some() || group_max_in_flight.is_some())
+                {
                     self.caps.insert(
                         queue,
                         Caps {

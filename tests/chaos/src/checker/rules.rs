@@ -403,8 +403,13 @@ fn order(
     out
 }
 
-/// The jobs of each uncapped queue enqueued ok without delay, by class
-/// (priority and group), in the order they certainly existed.
+/// The jobs of each uncapped single-shard queue enqueued ok without
+/// delay, by class (priority and group), in the order they certainly
+/// existed. A sharded queue keeps FIFO only up to the races of concurrent
+/// claims, and its claims pick shards by their heads as one read shared
+/// by concurrent claims saw them: a claim can take a shard's less urgent
+/// jobs after a concurrent one took its head, while another shard's more
+/// urgent job waits.
 fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
     let pending = Pending::new(facts);
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
@@ -413,6 +418,7 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
         // completes, and one that expires leaves pending when its deadline
         // comes, which no operation marks: neither is a witness.
         if facts.caps.get(queue).is_some_and(|c| c.any())
+            || facts.sharded(queue)
             || job.delay_ms() != Some(0)
             || !job.after().is_empty()
             || job.expires()
@@ -653,13 +659,15 @@ fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
 /// that one certainly existed until a claim or a cancel may have touched
 /// it (before that nothing ends it; after, it may end at once). A job
 /// waiting for others or expiring may end with no operation marking it:
-/// it is no holder.
+/// it is no holder. Not judged on sharded queues, where a job with a
+/// client id is checked against its own shard's keys only.
 fn dedup_key_held_twice(facts: &Facts<'_>) -> Vec<Violation> {
     let pending = Pending::new(facts);
     let mut by_key: BTreeMap<(&str, &str), Vec<(JobKey<'_>, &JobFacts<'_>)>> = BTreeMap::new();
     for (&key, job) in &facts.jobs {
         if let Some(dedup) = job.dedup()
             && job.created_by().is_some()
+            && !facts.sharded(key.0)
         {
             by_key.entry((key.0, dedup)).or_default().push((key, job));
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use super::system::{System, faketime_installed};
+use super::system::{System, connection, faketime_installed, role};
 
 /// One fault, with what the seed drew for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,19 +17,23 @@ pub enum Fault {
     InstanceKill { instance: usize, down_ms: u64 },
     /// SIGSTOP to an instance, SIGCONT after `ms`.
     InstancePause { instance: usize, ms: u64 },
-    /// The primary killed, started again after `down_ms` from its
-    /// append-only file.
-    RedisRestart { down_ms: u64 },
-    /// `CLIENT KILL TYPE normal`: every instance's connections dropped.
+    /// A primary killed (on a cluster, the `primary`-th one now, modulo
+    /// their number), started again after `down_ms` from its append-only
+    /// file.
+    RedisRestart { primary: usize, down_ms: u64 },
+    /// `CLIENT KILL TYPE normal` on every primary: every instance's
+    /// connections dropped.
     ClientKill,
-    /// `CLIENT PAUSE ms ALL`.
+    /// `CLIENT PAUSE ms ALL` on every primary.
     ClientPause { ms: u64 },
-    /// `maxmemory` set to what Redis uses, for `ms`.
+    /// `maxmemory` set to what each primary uses, for `ms`.
     RedisFull { ms: u64 },
-    /// The replica promoted by a coordinated `FAILOVER` (the primary
-    /// pauses writers, waits for the replica to catch up, and the two swap
-    /// roles); the proxies turn to the new primary.
-    Failover,
+    /// A replica promoted by a coordinated failover (the primary pauses
+    /// writers, waits for the replica to catch up, and the two swap
+    /// roles): `FAILOVER` on the primary, the proxies then turning to the
+    /// new one; on a cluster, `CLUSTER FAILOVER` on the `replica`-th
+    /// replica now, modulo their number.
+    Failover { replica: usize },
     /// An instance restarted with its wall clock `skew_s` seconds off
     /// (libfaketime), then after `ms` restarted on the true clock.
     /// Skipped where libfaketime is not installed.
@@ -57,16 +61,19 @@ impl Fault {
             Fault::ClientKill => "client_kill",
             Fault::ClientPause { .. } => "client_pause",
             Fault::RedisFull { .. } => "redis_full",
-            Fault::Failover => "failover",
+            Fault::Failover { .. } => "failover",
             Fault::ClockSkew { .. } => "clock_skew",
             Fault::ProxyDrop { .. } => "proxy_drop",
             Fault::ProxyDelay { .. } => "proxy_delay",
         }
     }
 
-    fn draw(rng: &mut StdRng, instances: usize) -> Self {
+    /// A fault drawn from those that make sense on the system: proxies
+    /// are not in front of a cluster.
+    fn draw(rng: &mut StdRng, instances: usize, cluster: bool) -> Self {
         let instance = rng.random_range(0..instances);
-        match rng.random_range(0..10) {
+        let kinds = if cluster { 8 } else { 10 };
+        match rng.random_range(0..kinds) {
             0 => Fault::InstanceKill {
                 instance,
                 down_ms: rng.random_range(100..1500),
@@ -76,6 +83,7 @@ impl Fault {
                 ms: rng.random_range(200..3000),
             },
             2 => Fault::RedisRestart {
+                primary: rng.random_range(0..3),
                 down_ms: rng.random_range(100..2000),
             },
             3 => Fault::ClientKill,
@@ -85,13 +93,15 @@ impl Fault {
             5 => Fault::RedisFull {
                 ms: rng.random_range(500..3000),
             },
-            6 => Fault::ProxyDrop { instance },
-            7 => Fault::Failover,
-            8 => Fault::ClockSkew {
+            6 => Fault::Failover {
+                replica: rng.random_range(0..3),
+            },
+            7 => Fault::ClockSkew {
                 instance,
                 skew_s: rng.random_range(30..=300) * if rng.random() { 1 } else { -1 },
                 ms: rng.random_range(1000..5000),
             },
+            8 => Fault::ProxyDrop { instance },
             _ => Fault::ProxyDelay {
                 instance,
                 delay_ms: rng.random_range(10..500),
@@ -108,6 +118,7 @@ pub fn schedule(
     duration_ms: u64,
     every_ms: u64,
     instances: usize,
+    cluster: bool,
 ) -> Vec<(u64, Fault)> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -117,7 +128,7 @@ pub fn schedule(
         if at >= duration_ms {
             return out;
         }
-        out.push((gap, Fault::draw(rng, instances)));
+        out.push((gap, Fault::draw(rng, instances, cluster)));
     }
 }
 
@@ -136,28 +147,39 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
             sleep(ms).await;
             system.signal(instance, false);
         }
-        Fault::RedisRestart { down_ms } => {
-            system.kill_redis();
+        Fault::RedisRestart { primary, down_ms } => {
+            let primaries = system.primaries().await;
+            if primaries.is_empty() {
+                return Ok(false);
+            }
+            system
+                .kill_redis(&primaries[primary % primaries.len()])
+                .await;
             sleep(down_ms).await;
             system.start_redis();
         }
         Fault::ClientKill => {
-            return redis_command(system, &["CLIENT", "KILL", "TYPE", "normal"]).await;
+            return on_primaries(system, &["CLIENT", "KILL", "TYPE", "normal"]).await;
         }
         Fault::ClientPause { ms } => {
-            return redis_command(system, &["CLIENT", "PAUSE", &ms.to_string(), "ALL"]).await;
+            return on_primaries(system, &["CLIENT", "PAUSE", &ms.to_string(), "ALL"]).await;
         }
         Fault::RedisFull { ms } => {
-            let Some(used) = used_memory(system).await else {
-                return Ok(false);
-            };
-            let applied =
-                redis_command(system, &["CONFIG", "SET", "maxmemory", &used.to_string()]).await?;
+            let mut full = Vec::new();
+            for url in system.primaries().await {
+                if let Some(used) = used_memory(&url).await
+                    && command(&url, &["CONFIG", "SET", "maxmemory", &used.to_string()]).await
+                {
+                    full.push(url);
+                }
+            }
             sleep(ms).await;
-            redis_command(system, &["CONFIG", "SET", "maxmemory", "0"]).await?;
-            return Ok(applied);
+            for url in &full {
+                command(url, &["CONFIG", "SET", "maxmemory", "0"]).await;
+            }
+            return Ok(!full.is_empty());
         }
-        Fault::Failover => return failover(system).await,
+        Fault::Failover { replica } => return failover(system, replica).await,
         Fault::ClockSkew {
             instance,
             skew_s,
@@ -172,15 +194,23 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
             system.kill(instance).await;
             system.launch(instance).await?;
         }
-        Fault::ProxyDrop { instance } => system.instances[instance].proxy.drop_connections(),
+        Fault::ProxyDrop { instance } => {
+            let Some(proxy) = &system.instances[instance].proxy else {
+                return Ok(false);
+            };
+            proxy.drop_connections();
+        }
         Fault::ProxyDelay {
             instance,
             delay_ms,
             ms,
         } => {
-            system.instances[instance].proxy.set_delay(delay_ms);
+            let Some(proxy) = &system.instances[instance].proxy else {
+                return Ok(false);
+            };
+            proxy.set_delay(delay_ms);
             sleep(ms).await;
-            system.instances[instance].proxy.set_delay(0);
+            proxy.set_delay(0);
         }
     }
     Ok(true)
@@ -189,27 +219,33 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
 /// How long a failover may take before the primary gives it up.
 const FAILOVER_TIMEOUT_MS: u64 = 5000;
 
-/// `FAILOVER` on the primary, then waits until the replica answers as the
-/// primary and turns the proxies to it. Not applied when the primary
-/// refuses (no replica in sync, after a restart) or gives up.
-async fn failover(system: &mut System) -> anyhow::Result<bool> {
-    let timeout = FAILOVER_TIMEOUT_MS.to_string();
-    if !redis_command(system, &["FAILOVER", "TIMEOUT", &timeout]).await? {
+/// A coordinated failover, then waits until the replica answers as a
+/// primary: `FAILOVER` on the pair's primary (the proxies then turn to
+/// the new one), `CLUSTER FAILOVER` on a cluster's replica. Not applied
+/// when refused (no replica in sync, after a restart) or given up.
+async fn failover(system: &mut System, replica: usize) -> anyhow::Result<bool> {
+    let replicas = system.replicas().await;
+    if replicas.is_empty() {
         return Ok(false);
     }
-    let Some(mut replica) = connection(&system.replica_url()).await else {
-        return Ok(false);
+    let target = replicas[replica % replicas.len()].clone();
+    let timeout = FAILOVER_TIMEOUT_MS.to_string();
+    let asked = if system.is_cluster() {
+        command(&target, &["CLUSTER", "FAILOVER"]).await
+    } else {
+        on_primaries(system, &["FAILOVER", "TIMEOUT", &timeout]).await?
     };
-    // The primary aborts after its timeout: past it and a margin, the roles
+    if !asked {
+        return Ok(false);
+    }
+    // A primary aborts after its timeout: past it and a margin, the roles
     // stay as they were.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(FAILOVER_TIMEOUT_MS + 2000);
     while tokio::time::Instant::now() < deadline {
-        let role: Option<Vec<redis::Value>> =
-            redis::cmd("ROLE").query_async(&mut replica).await.ok();
-        if let Some(redis::Value::BulkString(role)) = role.as_ref().and_then(|r| r.first())
-            && role == b"master"
-        {
-            system.promoted();
+        if role(&target).await.as_deref() == Some("master") {
+            if !system.is_cluster() {
+                system.promoted();
+            }
             return Ok(true);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -217,30 +253,29 @@ async fn failover(system: &mut System) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-async fn connection(url: &str) -> Option<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(url).ok()?;
-    tokio::time::timeout(
-        Duration::from_secs(2),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .ok()?
-    .ok()
+/// `words` sent to every primary; applied if any took it.
+async fn on_primaries(system: &System, words: &[&str]) -> anyhow::Result<bool> {
+    let mut applied = false;
+    for url in system.primaries().await {
+        applied |= command(&url, words).await;
+    }
+    Ok(applied)
 }
 
-async fn redis_command(system: &System, words: &[&str]) -> anyhow::Result<bool> {
-    let Some(mut conn) = connection(&system.redis_url()).await else {
-        return Ok(false);
+/// `words` sent to the server at `url`; whether it answered without error.
+async fn command(url: &str, words: &[&str]) -> bool {
+    let Some(mut conn) = connection(url).await else {
+        return false;
     };
     let mut cmd = redis::cmd(words[0]);
     for word in &words[1..] {
         cmd.arg(*word);
     }
-    Ok(cmd.query_async::<redis::Value>(&mut conn).await.is_ok())
+    cmd.query_async::<redis::Value>(&mut conn).await.is_ok()
 }
 
-async fn used_memory(system: &System) -> Option<u64> {
-    let mut conn = connection(&system.redis_url()).await?;
+async fn used_memory(url: &str) -> Option<u64> {
+    let mut conn = connection(url).await?;
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(&mut conn)

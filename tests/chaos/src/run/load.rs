@@ -16,9 +16,12 @@ use serde_json::{Value, json};
 use super::client::{Answer, Recorder, now_ms, parse_time, send};
 use crate::history::{AckEntry, Call, Lease, Outcome};
 
-/// The uncapped queue the order rules judge, and the capped one.
+/// The uncapped queue the order rules judge, the capped one, and one
+/// split over `SHARDS` shards (FIFO not judged there).
 pub const MAIN: &str = "main";
 pub const CAPPED: &str = "capped";
+pub const SHARDED: &str = "sharded";
+pub const SHARDS: u32 = 3;
 /// The capped queue's caps.
 pub const MAX_IN_FLIGHT: u64 = 4;
 pub const GROUP_MAX_IN_FLIGHT: u64 = 2;
@@ -74,7 +77,7 @@ const RECENT: usize = 20;
 /// Dedup keys per queue: few, so that jobs meet a key held.
 const DEDUP_KEYS: u32 = 4;
 
-/// The other queue of the two, for dependencies across queues.
+/// Another queue, for dependencies across queues.
 fn other(queue: &str) -> &'static str {
     if queue == MAIN { CAPPED } else { MAIN }
 }
@@ -109,7 +112,7 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         }
         count += 1;
         let id = format!("{process}-{count}");
-        let queue = if rng.random_bool(0.25) { CAPPED } else { MAIN };
+        let queue = [MAIN, MAIN, MAIN, CAPPED, SHARDED][rng.random_range(0..5)];
         let priority: u8 = rng.random_range(0..4);
         let group = format!("g{}", rng.random_range(0..4));
         let delay_ms: u64 = if rng.random_bool(0.1) {

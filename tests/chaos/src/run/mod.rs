@@ -4,7 +4,7 @@
 //! runs the checker and reports.
 //!
 //! - `system`: a Redis primary and its replica (AOF always, roles swapped
-//!   by a failover), prioq instances.
+//!   by a failover) or a Redis Cluster, prioq instances.
 //! - `proxy`: the TCP proxy between each instance and Redis.
 //! - `client`: requests, their outcomes, the history being written.
 //! - `load`: the seeded producers and workers.
@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use self::client::{Recorder, now_ms, parse_time, send};
 use self::faults::{Fault, Tally};
-use self::load::{CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT};
+use self::load::{CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, SHARDED, SHARDS};
 use self::system::System;
 use crate::checker::{Facts, Offset, Violation, check};
 use crate::history::{self, Call, Op, Outcome};
@@ -43,6 +43,9 @@ pub struct Options {
     pub instances: usize,
     pub producers: u64,
     pub workers: u64,
+    /// On a three-primary Redis Cluster with a replica each, instead of
+    /// a primary and its replica.
+    pub cluster: bool,
     /// The prioq binary.
     pub prioq: PathBuf,
     /// Where the history and the instances' logs go.
@@ -65,7 +68,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
             system::FAKETIME_LIBRARY
         );
     }
-    let mut system = System::start(&options.prioq, &options.dir, options.instances).await?;
+    let mut system = System::start(
+        &options.prioq,
+        &options.dir,
+        options.instances,
+        options.cluster,
+    )
+    .await?;
     let recorder = Arc::new(Recorder::create(&history_path)?);
     let ctx = Arc::new(Ctx {
         http: reqwest::Client::builder()
@@ -81,14 +90,20 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     let mut rng = load::rng_for(options.seed, u64::MAX);
     let duration_ms = options.duration.as_millis() as u64;
     let every_ms = options.fault_every.as_millis() as u64;
-    let schedule = faults::schedule(&mut rng, duration_ms, every_ms, options.instances);
+    let schedule = faults::schedule(
+        &mut rng,
+        duration_ms,
+        every_ms,
+        options.instances,
+        options.cluster,
+    );
     let started = now_ms();
     let mut clients = JoinSet::new();
     for n in 0..options.producers {
         clients.spawn(load::producer(ctx.clone(), options.seed, n));
     }
     for n in 0..options.workers {
-        let queue = if n % 3 == 2 { CAPPED } else { MAIN };
+        let queue = [MAIN, MAIN, CAPPED, SHARDED][n as usize % 4];
         clients.spawn(load::worker(ctx.clone(), options.seed, n, queue));
     }
     let mut tally = Tally::new();
@@ -120,7 +135,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     Ok(violations)
 }
 
-/// The caps of the capped queue and the schedules, recorded.
+/// The caps of the capped queue, the shards of the sharded one and the
+/// schedules, recorded.
 async fn setup(ctx: &Ctx) {
     let body = json!({"max_in_flight": MAX_IN_FLIGHT, "group_max_in_flight": GROUP_MAX_IN_FLIGHT});
     let url = format!("{}/v1/queues/{CAPPED}/settings", ctx.bases[0]);
@@ -129,8 +145,24 @@ async fn setup(ctx: &Ctx) {
     let call = Call::Configure {
         max_in_flight: Some(MAX_IN_FLIGHT),
         group_max_in_flight: Some(GROUP_MAX_IN_FLIGHT),
+        shards: None,
     };
     ctx.recorder.record("setup", CAPPED, start, &answer, call);
+    let url = format!("{}/v1/queues/{SHARDED}/settings", ctx.bases[0]);
+    let start = now_ms();
+    let answer = send(
+        &ctx.http,
+        Method::PATCH,
+        &url,
+        Some(&json!({"shards": SHARDS})),
+    )
+    .await;
+    let call = Call::Configure {
+        max_in_flight: None,
+        group_max_in_flight: None,
+        shards: Some(SHARDS),
+    };
+    ctx.recorder.record("setup", SHARDED, start, &answer, call);
     for name in SCHEDULES {
         let cron = "* * * * *";
         // The most urgent priority, in a group of their own: claimed within
@@ -273,6 +305,7 @@ pub fn print_schedule(options: &Options) {
         options.duration.as_millis() as u64,
         options.fault_every.as_millis() as u64,
         options.instances,
+        options.cluster,
     );
     for (gap, fault) in schedule {
         println!("after {gap:>5} ms  {fault:?}");

@@ -8,34 +8,48 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use prioq_testbed::{AOF_ALWAYS, RedisServer, free_port};
+use prioq_testbed::{AOF_ALWAYS, RedisCluster, RedisServer, free_port};
 use tokio::process::{Child, Command};
 
 use super::proxy::Proxy;
 
-/// One prioq instance: its process (`None` while killed) and its proxy.
+/// One prioq instance: its process (`None` while killed) and its proxy
+/// (none in front of a cluster, whose nodes name their own addresses in
+/// their redirects).
 #[derive(Debug)]
 pub struct Instance {
     pub port: u16,
-    pub proxy: Proxy,
+    pub proxy: Option<Proxy>,
     child: Option<Child>,
     stopped: bool,
     log: PathBuf,
 }
 
-/// One of the two Redis servers: where it listens and keeps its files,
-/// and its process (`None` while killed).
+/// One Redis server: where it listens and keeps its files, the flags it
+/// starts again with, its process when this tool started it (a cluster's
+/// first processes belong to the [`RedisCluster`]), and whether it is
+/// killed.
 #[derive(Debug)]
 struct Node {
     port: u16,
     dir: PathBuf,
+    flags: String,
     server: Option<RedisServer>,
+    down: bool,
+}
+
+impl Node {
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
 }
 
 #[derive(Debug)]
 pub struct System {
-    nodes: [Node; 2],
-    /// Which of `nodes` is the primary now.
+    nodes: Vec<Node>,
+    /// The cluster the nodes form, when run on one.
+    cluster: Option<RedisCluster>,
+    /// Without a cluster: which of the two `nodes` is the primary now.
     primary: usize,
     dir: PathBuf,
     prioq: PathBuf,
@@ -73,39 +87,45 @@ pub fn faketime_installed() -> bool {
 }
 
 impl System {
-    /// Starts Redis, its replica and `instances` prioq instances of the
+    /// Starts Redis and its replica (or, with `cluster`, a three-primary
+    /// Redis Cluster with a replica each, every node with an append-only
+    /// file synced on every write) and `instances` prioq instances of the
     /// binary `prioq`, their files under `dir`.
-    pub async fn start(prioq: &Path, dir: &Path, instances: usize) -> anyhow::Result<Self> {
-        let redis_port = free_port();
-        let primary_dir = dir.join("redis-0");
-        let replica_dir = dir.join("redis-1");
-        std::fs::create_dir_all(&primary_dir)?;
-        std::fs::create_dir_all(&replica_dir)?;
-        let redis = RedisServer::spawn(redis_port, &primary_dir, AOF_ALWAYS);
-        let replica = RedisServer::start_in(
-            &replica_dir,
-            &format!("{AOF_ALWAYS} --replicaof 127.0.0.1 {redis_port}"),
-        );
-        let mut system = Self {
-            nodes: [
-                Node {
-                    port: redis_port,
-                    dir: primary_dir,
-                    server: Some(redis),
-                },
-                Node {
-                    port: replica.port,
-                    dir: replica_dir,
-                    server: Some(replica),
-                },
-            ],
-            primary: 0,
-            dir: dir.to_owned(),
-            prioq: prioq.to_owned(),
-            instances: Vec::new(),
+    pub async fn start(
+        prioq: &Path,
+        dir: &Path,
+        instances: usize,
+        cluster: bool,
+    ) -> anyhow::Result<Self> {
+        let mut system = if cluster {
+            let cluster = RedisCluster::start_with(1, AOF_ALWAYS);
+            let nodes = cluster
+                .ports
+                .iter()
+                .map(|&port| Node {
+                    port,
+                    dir: cluster.dir.clone(),
+                    flags: cluster.node_flags(port),
+                    server: None,
+                    down: false,
+                })
+                .collect();
+            Self {
+                nodes,
+                cluster: Some(cluster),
+                primary: 0,
+                dir: dir.to_owned(),
+                prioq: prioq.to_owned(),
+                instances: Vec::new(),
+            }
+        } else {
+            Self::pair(prioq, dir)?
         };
         for i in 0..instances {
-            let proxy = Proxy::start(redis_port).await?;
+            let proxy = match system.cluster {
+                Some(_) => None,
+                None => Some(Proxy::start(system.nodes[0].port).await?),
+            };
             system.instances.push(Instance {
                 port: free_port(),
                 proxy,
@@ -118,23 +138,99 @@ impl System {
         Ok(system)
     }
 
-    /// The primary's URL (the servers' roles swap on a failover).
-    pub fn redis_url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.nodes[self.primary].port)
+    /// A primary and its replica, both with an append-only file.
+    fn pair(prioq: &Path, dir: &Path) -> anyhow::Result<Self> {
+        let redis_port = free_port();
+        let primary_dir = dir.join("redis-0");
+        let replica_dir = dir.join("redis-1");
+        std::fs::create_dir_all(&primary_dir)?;
+        std::fs::create_dir_all(&replica_dir)?;
+        let redis = RedisServer::spawn(redis_port, &primary_dir, AOF_ALWAYS);
+        let replica = RedisServer::start_in(
+            &replica_dir,
+            &format!("{AOF_ALWAYS} --replicaof 127.0.0.1 {redis_port}"),
+        );
+        let nodes = vec![
+            Node {
+                port: redis_port,
+                dir: primary_dir,
+                // Started again as the primary it was when killed.
+                flags: AOF_ALWAYS.to_owned(),
+                server: Some(redis),
+                down: false,
+            },
+            Node {
+                port: replica.port,
+                dir: replica_dir,
+                flags: AOF_ALWAYS.to_owned(),
+                server: Some(replica),
+                down: false,
+            },
+        ];
+        Ok(Self {
+            nodes,
+            cluster: None,
+            primary: 0,
+            dir: dir.to_owned(),
+            prioq: prioq.to_owned(),
+            instances: Vec::new(),
+        })
     }
 
-    /// The replica's URL.
-    pub fn replica_url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.nodes[1 - self.primary].port)
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
     }
 
-    /// The replica has become the primary (a failover completed): the
-    /// proxies turn to it, dropping their connections to the old one.
+    /// The URLs of the primaries now (a cluster's, by their `ROLE`; the
+    /// servers' roles swap on a failover).
+    pub async fn primaries(&self) -> Vec<String> {
+        self.nodes_in_role("master").await
+    }
+
+    /// The URLs of the replicas now.
+    pub async fn replicas(&self) -> Vec<String> {
+        self.nodes_in_role("slave").await
+    }
+
+    async fn nodes_in_role(&self, wanted: &str) -> Vec<String> {
+        if self.cluster.is_none() {
+            let node = match wanted {
+                "master" => self.primary,
+                _ => 1 - self.primary,
+            };
+            return vec![self.nodes[node].url()];
+        }
+        let mut out = Vec::new();
+        for node in self.nodes.iter().filter(|n| !n.down) {
+            if role(&node.url()).await.as_deref() == Some(wanted) {
+                out.push(node.url());
+            }
+        }
+        out
+    }
+
+    /// The replica of the pair has become the primary (a failover
+    /// completed): the proxies turn to it, dropping their connections to
+    /// the old one.
     pub fn promoted(&mut self) {
         self.primary = 1 - self.primary;
         let port = self.nodes[self.primary].port;
-        for instance in &self.instances {
-            instance.proxy.set_target(port);
+        for proxy in self.instances.iter().filter_map(|i| i.proxy.as_ref()) {
+            proxy.set_target(port);
+        }
+    }
+
+    /// What instances are told to reach: their proxy, or the cluster's
+    /// nodes as seeds.
+    fn redis_url_of(&self, i: usize) -> String {
+        match &self.instances[i].proxy {
+            Some(proxy) => format!("redis://127.0.0.1:{}", proxy.port),
+            None => self
+                .nodes
+                .iter()
+                .map(Node::url)
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 
@@ -155,6 +251,7 @@ impl System {
     /// answer; its monotonic clock, which tokio's timers read, is left
     /// alone.
     pub async fn launch_with_clock(&mut self, i: usize, skew_s: Option<i64>) -> anyhow::Result<()> {
+        let redis_url = self.redis_url_of(i);
         let instance = &mut self.instances[i];
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -169,10 +266,8 @@ impl System {
         }
         let child = command
             .env("PRIOQ_LISTEN", format!("127.0.0.1:{}", instance.port))
-            .env(
-                "PRIOQ_REDIS_URL",
-                format!("redis://127.0.0.1:{}", instance.proxy.port),
-            )
+            .env("PRIOQ_REDIS_URL", redis_url)
+            .env("PRIOQ_REDIS_CLUSTER", self.cluster.is_some().to_string())
             .env("PRIOQ_KEY_PREFIX", PREFIX)
             // Every claim takes the most urgent job: the order rules hold
             // without the starvation guard's share.
@@ -227,18 +322,30 @@ impl System {
         instance.stopped = stop;
     }
 
-    /// The primary killed (SIGKILL); started again by
+    /// The Redis server at `url` killed (SIGKILL); started again by
     /// [`System::start_redis`].
-    pub fn kill_redis(&mut self) {
-        self.nodes[self.primary].server = None;
+    pub async fn kill_redis(&mut self, url: &str) {
+        let Some(node) = self.nodes.iter_mut().find(|n| n.url() == url) else {
+            return;
+        };
+        if node.server.take().is_none() {
+            // One of the cluster's first processes: killed by its pid.
+            if let Some(pid) = pid(url).await {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status();
+            }
+        }
+        node.down = true;
     }
 
-    /// The primary started again from its append-only file, on its port,
-    /// still the primary (the replica reconnects to it).
+    /// Every killed Redis server started again from its append-only file,
+    /// on its port, in the role it had (a cluster's node from its nodes
+    /// file).
     pub fn start_redis(&mut self) {
-        let node = &mut self.nodes[self.primary];
-        if node.server.is_none() {
-            node.server = Some(RedisServer::spawn(node.port, &node.dir, AOF_ALWAYS));
+        for node in self.nodes.iter_mut().filter(|n| n.down) {
+            node.server = Some(RedisServer::spawn(node.port, &node.dir, &node.flags));
+            node.down = false;
         }
     }
 
@@ -247,7 +354,9 @@ impl System {
     pub async fn heal(&mut self) -> anyhow::Result<()> {
         self.start_redis();
         for i in 0..self.instances.len() {
-            self.instances[i].proxy.set_delay(0);
+            if let Some(proxy) = &self.instances[i].proxy {
+                proxy.set_delay(0);
+            }
             if self.instances[i].stopped {
                 self.signal(i, false);
             }
@@ -257,4 +366,39 @@ impl System {
         }
         Ok(())
     }
+}
+
+/// A connection to the Redis server at `url`, or `None` if it does not
+/// answer within two seconds.
+pub async fn connection(url: &str) -> Option<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(url).ok()?;
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
+/// The role (`master`, `slave`) the server at `url` answers.
+pub async fn role(url: &str) -> Option<String> {
+    let mut conn = connection(url).await?;
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.ok()?;
+    match role.first() {
+        Some(redis::Value::BulkString(role)) => Some(String::from_utf8_lossy(role).into_owned()),
+        _ => None,
+    }
+}
+
+async fn pid(url: &str) -> Option<u32> {
+    let mut conn = connection(url).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
 }
