@@ -544,6 +544,31 @@ fn a_dependant_handed_out_before_its_dependency_in_another_queue_is_reported() {
     assert_eq!(broken(&history), ["released_early"]);
 }
 
+/// A claim that carries the ack of d and hands out its dependant e, all
+/// within one millisecond, breaks nothing.
+#[test]
+fn a_dependant_handed_out_by_the_claim_acking_its_dependency_breaks_nothing() {
+    let mut history = clean();
+    history.push(enqueue_after(50, "e", 0, 405, "d"));
+    let mut claim_acking_d = claim(51, "main", ("e", 0, "g9", 0, 407), "te", 600, 1000);
+    claim_acking_d.end_ms = claim_acking_d.start_ms;
+    if let Call::Claim { acks, acked, .. } = &mut claim_acking_d.call {
+        acks.push(AckEntry {
+            id: "d".into(),
+            token: "td".into(),
+            result: result("td"),
+        });
+        acked.push(204);
+    }
+    history.push(claim_acking_d);
+    replace(
+        &mut history,
+        read(28, "main", "d", Some("completed"), 402, Some(result("td"))),
+    );
+    history.push(read(52, "main", "e", Some("processing"), 407, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+}
+
 #[test]
 fn every_rule_has_a_planted_violation() {
     // The tests above plant one violation per rule; a rule added to the

@@ -625,8 +625,8 @@ fn first_send(first: &BTreeMap<(&str, &str), i64>, claim: &Op) -> i64 {
 
 /// Every lease of a job enqueued with `after`, against the acks of the
 /// jobs it waits for (in its queue, or `queue/id` in another): one of
-/// each that may have been applied must have begun before the claim that
-/// handed it out ended.
+/// each that may have been applied must have begun by the end of the
+/// claim that handed it out (the claim itself may carry it).
 fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
     let mut out = Vec::new();
     for (&(queue, id), job) in &facts.jobs {
@@ -639,7 +639,9 @@ fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
                 .get(&key)
                 .and_then(|d| d.acks.iter().map(|ack| ack.op.start_ms).min());
             for lease in leases_of(facts, job) {
-                if acked_from.is_none_or(|from| from >= lease.claim.end_ms) {
+                // At or before: an ack carried by the claim that hands out
+                // its dependant can begin and end in the claim's millisecond.
+                if acked_from.is_none_or(|from| from > lease.claim.end_ms) {
                     out.push(Violation::new(
                         format!(
                             "{queue}: {id} handed out (op {}) before its dependency {dependency} was acked",
