@@ -153,9 +153,11 @@ impl Scenario {
                     group: None,
                     delay_ms,
                     after: Vec::new(),
+                    dedup: None,
                     expires_in_ms: None,
                     expires_at: None,
                     created: a.body["created"].as_bool(),
+                    answered: a.body["id"].as_str().map(str::to_owned),
                 }
             })
             .await;
