@@ -562,11 +562,10 @@ async fn a_dependant_hears_of_its_dependency_after_the_instance_that_ended_it_wa
     .await;
 }
 
-/// An ack's call tells the dependants elsewhere at once (its instance's
-/// courier), not at the next sweep: here the sweeper sweeps once at
-/// start, then not for an hour.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ack_tells_dependants_in_other_queues_at_once() {
+/// An app on a Redis of its own whose sweeper sweeps once at start
+/// (awaited: it has listed the queues), then not for an hour, so that
+/// only the calls themselves tell dependants.
+async fn app_that_sweeps_once() -> (RedisServer, TestApp) {
     let server = RedisServer::start();
     let conn = redis_connection(&server.url()).await;
     let mut config = test_config();
@@ -579,6 +578,15 @@ async fn an_ack_tells_dependants_in_other_queues_at_once() {
         || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
     )
     .await;
+    (server, app)
+}
+
+/// An ack's call tells the dependants elsewhere at once (its instance's
+/// courier), not at the next sweep: here the sweeper sweeps once at
+/// start, then not for an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_tells_dependants_in_other_queues_at_once() {
+    let (_server, app) = app_that_sweeps_once().await;
     app.enqueue("a", json!({"task": "t", "id": "x"})).await;
     app.enqueue("b", json!({"task": "t", "id": "y", "after": ["a/x"]}))
         .await;
@@ -623,18 +631,7 @@ async fn a_purged_queue_tells_dependants_in_other_queues() {
 /// queues at once, as an ack does: no sweep comes in this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nack_a_cancel_and_a_delete_tell_dependants_in_other_queues_at_once() {
-    let server = RedisServer::start();
-    let conn = redis_connection(&server.url()).await;
-    let mut config = test_config();
-    config.redis_url = server.url();
-    config.sweep_interval_ms = 3_600_000;
-    let app = spawn_app_with(config).await;
-    until(
-        Duration::from_secs(10),
-        "the first sweep lists the queues",
-        || async { command_calls(&mut conn.clone(), &["smembers"]).await >= 1 },
-    )
-    .await;
+    let (_server, app) = app_that_sweeps_once().await;
     for id in ["nacked", "cancelled", "deleted"] {
         app.enqueue("a", json!({"task": "t", "id": id})).await;
         app.enqueue(

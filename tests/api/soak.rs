@@ -25,9 +25,10 @@ use prioq_chaos::scenario::{Scenario, final_states, violations};
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::support::recorded::two_instances_recorded;
 use crate::support::rng::{self, Rng};
 use crate::support::worker::claim_in_process_and_kill_answer;
-use crate::support::{AOF_ALWAYS, RedisServer, TempDir, spawn_app_with, test_config, until};
+use crate::support::{AOF_ALWAYS, RedisServer, TempDir, test_config, until};
 
 const DEFAULT_SECS: u64 = 60;
 /// Lease of the consumers here; the worker processes take 1 s.
@@ -186,14 +187,8 @@ async fn soak_with_crashes_nacks_delays_and_a_redis_restart_accounts_for_every_j
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 1000;
     config.sweep_interval_ms = 100;
-    // Every claim takes the most urgent job, as the checker's order rules
-    // expect (no share for the starvation guard).
-    config.bulk_floor = 0.0;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let history = TempDir::new("soak-history");
-    let scenario = Scenario::new(vec![a.base.clone(), b.base.clone()], &history.path)
-        .expect("the history file");
+    let recorded = two_instances_recorded(config, "soak-history").await;
+    let scenario = Arc::clone(&recorded.scenario);
     let soak = Arc::new(Soak {
         scenario: Arc::clone(&scenario),
         stop_load: AtomicBool::new(false),
@@ -209,7 +204,11 @@ async fn soak_with_crashes_nacks_delays_and_a_redis_restart_accounts_for_every_j
         load.push(tokio::spawn(producer(soak.clone(), name, seed + p, pace)));
     }
     load.push(tokio::spawn(straggler(soak.clone())));
-    let claim_urls = vec![a.queue_url(QUEUE, "/claim"), b.queue_url(QUEUE, "/claim")];
+    let claim_urls: Vec<String> = recorded
+        .apps
+        .iter()
+        .map(|app| app.queue_url(QUEUE, "/claim"))
+        .collect();
     load.push(tokio::spawn(crasher(soak.clone(), claim_urls)));
     let consumers: Vec<_> = (0..3)
         .map(|c| tokio::spawn(consumer(soak.clone(), format!("c{c}"), seed + 100 + c)))

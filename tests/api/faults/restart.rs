@@ -11,7 +11,8 @@ use prioq_chaos::run::client::now_ms;
 use prioq_chaos::scenario::{Load, Scenario, Shape, unfinished, violations};
 use serde_json::Value;
 
-use crate::support::{RedisServer, TempDir, spawn_app_with, test_config, until};
+use crate::support::recorded::two_instances_recorded;
+use crate::support::{RedisServer, TempDir, test_config, until};
 
 /// Jobs enqueued with a delay just before Redis goes down: they are
 /// certainly in Redis (scheduled) when it dies.
@@ -37,14 +38,8 @@ async fn restart_under_load(flags: &str) -> Restarted {
     let mut config = test_config();
     config.redis_url = format!("redis://127.0.0.1:{port}");
     config.redis_timeout_ms = 500;
-    // Every claim takes the most urgent job, as the checker's order rules
-    // expect (no share for the starvation guard).
-    config.bulk_floor = 0.0;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let history = TempDir::new("faults-restart-history");
-    let scenario = Scenario::new(vec![a.base.clone(), b.base.clone()], &history.path)
-        .expect("the history file");
+    let recorded = two_instances_recorded(config, "faults-restart-history").await;
+    let scenario = Arc::clone(&recorded.scenario);
     let shape = Shape {
         producers: 2,
         consumers: 3,

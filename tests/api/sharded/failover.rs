@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use prioq::queue::store::keys::{Key, QueueKeys};
 use prioq_chaos::checker::Violation;
-use prioq_chaos::scenario::{Load, Scenario, Shape, unfinished, violations};
+use prioq_chaos::scenario::{Load, Shape, unfinished, violations};
 use serde_json::json;
 
 use super::preshard;
 use crate::support::cluster::{ClusterConfig, RedisCluster, redis_json, replica_serving};
-use crate::support::{TempDir, redis, spawn_app_with, until};
+use crate::support::recorded::two_instances_recorded;
+use crate::support::{redis, until};
 
 /// 3 shards, on a cluster of three primaries with a replica each, every
 /// node with AOF `appendfsync always`. A replica takes over from its
@@ -25,15 +26,9 @@ async fn a_primary_failover_under_load_loses_nothing_acknowledged() {
     let cluster = RedisCluster::start_with(1, "--appendonly yes --appendfsync always");
     let mut config = cluster.config();
     config.redis_timeout_ms = 1000;
-    // Every claim takes the most urgent job, as the checker's order rules
-    // expect (no share for the starvation guard).
-    config.bulk_floor = 0.0;
     preshard(&config, &["failover"], 3).await;
-    let a = spawn_app_with(config.clone()).await;
-    let b = spawn_app_with(config.clone()).await;
-    let history = TempDir::new("sharded-failover-history");
-    let scenario = Scenario::new(vec![a.base.clone(), b.base.clone()], &history.path)
-        .expect("the history file");
+    let recorded = two_instances_recorded(config.clone(), "sharded-failover-history").await;
+    let scenario = Arc::clone(&recorded.scenario);
     let shape = Shape {
         producers: 2,
         consumers: 3,

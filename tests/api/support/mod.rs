@@ -20,6 +20,7 @@
 //! - `inventory`: what Redis holds of a queue, read through prioq's key
 //!   layout and record format, and what is inconsistent between its keys.
 //! - `rng`: a small seeded generator, and seeds a run prints to replay.
+//! - `recorded`: two instances under a recorded load, for the checker.
 
 pub(crate) mod app;
 pub(crate) mod clock;
@@ -27,6 +28,7 @@ pub(crate) mod cluster;
 pub(crate) mod inventory;
 pub(crate) mod nginx;
 pub(crate) mod process;
+pub(crate) mod recorded;
 pub(crate) mod redis_server;
 pub(crate) mod rng;
 pub(crate) mod service;
