@@ -126,7 +126,7 @@
 --                     arrivals: in the home of a sharded queue, jobs
 --                       enqueued so far: their arrival numbers
 --                     layout: LAYOUT, written with the good mark (and by
---                       the sweeper where it lacks, see `give_marks`): a
+--                       the sweeper where it is not, see `give_marks`): a
 --                       value longer than Redis's hash-max-listpack-value
 --                       (64 bytes) keeps `meta` a hash table. A small
 --                       hash is otherwise kept as a listpack, which
@@ -197,7 +197,10 @@ local SPAN = 2 ^ SPAN_BITS
 local SCORE_FORMAT = '0x%xp-' .. SPAN_BITS
 local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
-local LAYOUT = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table'
+-- (Its text names the marks too: a queue whose `layout` is an older text
+-- has no marks yet.)
+local LAYOUT = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table; '
+  .. 'processing and leases hold MARK'
 
 -- The names of a class's fields in `meta`, made once per class: a number
 -- turned into text costs a call to sprintf each time.
@@ -246,11 +249,11 @@ local function dependants_key(q, id)
 end
 
 -- Gives a listed queue's shard its `layout` field and its marks (see the
--- layout above), unless it has them: `listing` when it lists the queue,
--- the sweeper on every pass (so queues listed by an older version get
--- them too).
+-- layout above): `listing` when it lists the queue, and the sweeper on a
+-- pass that finds `layout` not this text (a queue listed by an older
+-- version), so that a pass costs one HGET once they are there.
 local function give_marks(q)
-  redis.call('HSETNX', q.meta, 'layout', LAYOUT)
+  redis.call('HSET', q.meta, 'layout', LAYOUT)
   redis.call('ZADD', q.processing, 'NX', 'inf', MARK)
   redis.call('HSETNX', q.leases, MARK, '')
 end
