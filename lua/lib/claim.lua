@@ -410,10 +410,10 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
       statuses[#statuses + 1] = status
     end
     local jobs, from, count = request.jobs, request.from, request.count
-    local n = #out - from
-    out[n + from + 1] = count
-    for i = from + 1, from + 4 * count do
-      out[n + 1 + i] = jobs[i]
+    local base = #out
+    out[base + 1] = count
+    for k = 1, 4 * count do
+      out[base + 1 + k] = jobs[from + k]
     end
     if number(c, 'depending') > 0 then
       for i = from + 1, from + 4 * count, 4 do
