@@ -91,15 +91,22 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
         Ok(value)
     }) {
         Ok(value) => Ok(value),
-        Err(error) if !error.is_data() => Err(malformed(&error)),
         Err(_) => Err(located_error::<T>(body)),
     }
 }
 
-/// The error of a body that does not parse as a `T` though its start is
-/// well-formed JSON: malformed JSON further on, or the first wrong field,
-/// by its path.
+/// The error of a body that does not parse as a `T`: malformed JSON
+/// anywhere in it, else the first wrong field, by its path.
+///
+/// Whether the body is JSON is judged by reading the whole of it, not by
+/// the category of the typed parse's error: serde_json reports a value of
+/// the wrong type for an enum (`"on_expiry": 5`) as a syntax error
+/// ("expected value") though the body is well-formed, and the typed parse
+/// stops at the first field error, before any malformed JSON further on.
 fn located_error<T: DeserializeOwned>(body: &[u8]) -> ApiError {
+    if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        return malformed(&syntax);
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let Err(error) = serde_path_to_error::deserialize::<_, Object<T>>(&mut deserializer) else {
         // Parsed with its path followed though not without: not seen; the
@@ -109,17 +116,62 @@ fn located_error<T: DeserializeOwned>(body: &[u8]) -> ApiError {
             reason: "does not match the request's schema".to_owned(),
         };
     };
-    let path = error.path().to_string();
-    let inner = error.into_inner();
-    if !inner.is_data() {
-        return malformed(&inner);
+    let reason = if error.inner().is_data() {
+        without_position(error.inner())
+    } else {
+        // Well-formed JSON refused by serde_json's own reading of a value:
+        // a name (an enum) given as another type, or a number beyond what
+        // the field's type holds.
+        wrong_value::<T>(body, &error)
+    };
+    field_error(&error.path().to_string(), &reason)
+}
+
+/// The reason for a value of well-formed JSON that serde_json refused
+/// while reading it for a field (an error of its syntax category). For a
+/// name given as another type ("expected value"), the names the field
+/// takes are serde's own list, read by offering the field an empty name.
+fn wrong_value<T: DeserializeOwned>(
+    body: &[u8],
+    error: &serde_path_to_error::Error<serde_json::Error>,
+) -> String {
+    let text = without_position(error.inner());
+    if text != "expected value" {
+        return text;
     }
-    // The typed parse stops at the first field error; the rest of the
-    // body may not be JSON at all.
-    if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-        return malformed(&syntax);
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return text;
+    };
+    let Some(slot) = error.path().iter().try_fold(&mut value, |value, segment| {
+        use serde_path_to_error::Segment;
+        match segment {
+            Segment::Seq { index } => value.get_mut(*index),
+            Segment::Map { key } => value.get_mut(key),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        }
+    }) else {
+        return text;
+    };
+    let found = match slot {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::Object(_) => "object",
+    };
+    *slot = serde_json::Value::String(String::new());
+    let names = serde_json::from_value::<Object<T>>(value)
+        .err()
+        .and_then(|error| {
+            let text = error.to_string();
+            let (_, names) = text.split_once("unknown variant ``, expected ")?;
+            Some(names.to_owned())
+        });
+    match names {
+        Some(names) => format!("invalid type: {found}, expected {names}"),
+        None => format!("invalid type: {found}, expected a string"),
     }
-    field_error(&path, &without_position(&inner))
 }
 
 /// Names the field a data error is about: `path` is where serde stood,
@@ -292,6 +344,59 @@ mod tests {
         let nested =
             parse_json::<Batch>(br#"{"jobs": [{"task": "x"}, ["y"]]}"#).expect_err("refused");
         assert_eq!(field_of(nested), "jobs[1]");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Mode {
+        Drop,
+        Replace,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Named {
+        #[allow(dead_code)]
+        mode: Option<Mode>,
+        #[allow(dead_code)]
+        #[serde(default, deserialize_with = "optional_objects")]
+        jobs: Option<Vec<Named>>,
+    }
+
+    #[test]
+    fn a_name_given_as_another_type_is_a_field_error_listing_the_names() {
+        for (value, found) in [
+            ("5", "number"),
+            ("true", "boolean"),
+            ("{}", "object"),
+            ("[\"drop\"]", "list"),
+        ] {
+            for (body, field) in [
+                (format!(r#"{{"mode": {value}}}"#), "mode"),
+                (
+                    format!(r#"{{"jobs": [{{}}, {{"mode": {value}}}]}}"#),
+                    "jobs[1].mode",
+                ),
+            ] {
+                match parse_json::<Named>(body.as_bytes()).expect_err("refused") {
+                    ApiError::Validation {
+                        field: named,
+                        reason,
+                    } => {
+                        assert_eq!(named, field, "{body}");
+                        assert_eq!(
+                            reason,
+                            format!("invalid type: {found}, expected `drop` or `replace`"),
+                            "{body}"
+                        );
+                    }
+                    other => panic!("{body}: not a validation error: {other:?}"),
+                }
+            }
+        }
+        // Malformed JSON after the wrong value is still malformed.
+        let error = parse_json::<Named>(br#"{"mode": 5, "jobs": [}"#).expect_err("refused");
+        assert!(matches!(error, ApiError::InvalidRequest(_)), "{error:?}");
     }
 
     #[test]

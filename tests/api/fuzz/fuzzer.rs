@@ -356,8 +356,9 @@ impl Fuzzer {
     }
 
     /// Sends `probe`, checks the answer against the contract, and checks
-    /// that a rejected request (or any GET) changed nothing.
-    pub(super) async fn run(&mut self, label: &str, probe: Probe) {
+    /// that a rejected request (or any GET) changed nothing; answers what
+    /// was answered.
+    pub(super) async fn run(&mut self, label: &str, probe: Probe) -> Raw {
         let raw = self.send(label, &probe).await;
         if let Some(violation) = contract_violation(&raw, &self.app.config.key_prefix) {
             self.fail(&probe, &raw, &violation);
@@ -374,10 +375,27 @@ impl Fuzzer {
                 "a body that is not JSON answered 422, not 400",
             );
         }
+        // And well-formed JSON is never called malformed: a value of the
+        // wrong type is a 422 naming its field.
+        if raw.status == StatusCode::BAD_REQUEST
+            && let Some(body) = &probe.body
+            && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+            && serde_json::from_slice::<Value>(&raw.body).is_ok_and(|problem| {
+                problem["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("malformed JSON"))
+            })
+        {
+            self.fail(
+                &probe,
+                &raw,
+                "a body that is JSON was called malformed (400), not 422 naming the field",
+            );
+        }
         let accepted = raw.status.is_success();
         if accepted && probe.method != Method::GET {
             self.refresh_fixture().await;
-            return;
+            return raw;
         }
         let now = self.app.snapshot().await;
         if now != self.baseline {
@@ -390,6 +408,7 @@ impl Fuzzer {
             self.fail(&probe, &raw, &format!("{what} changed Redis: {diff}"));
             self.baseline = now;
         }
+        raw
     }
 
     pub(super) fn fail(&mut self, probe: &Probe, raw: &Raw, why: &str) {

@@ -16,6 +16,7 @@
 
 mod fuzzer;
 mod mutate;
+mod names;
 mod probe;
 
 use clap::Parser;
