@@ -146,10 +146,21 @@ pub struct Config {
     #[arg(long, env = "PRIOQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// OTLP/HTTP base URL (`/v1/traces` is appended) to export spans to;
-    /// none are made without it.
+    /// OTLP/HTTP endpoint to export spans to: a base URL (`/v1/traces` is
+    /// appended) or the traces URL itself; none are made without it (or
+    /// one of OpenTelemetry's standard variables).
     #[arg(long, env = "PRIOQ_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
+
+    /// OpenTelemetry's traces URL, used as it is when
+    /// `PRIOQ_OTLP_ENDPOINT` is unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", hide = true)]
+    pub otel_exporter_otlp_traces_endpoint: Option<String>,
+
+    /// OpenTelemetry's base URL (`/v1/traces` appended), used when neither
+    /// of the above is set.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", hide = true)]
+    pub otel_exporter_otlp_endpoint: Option<String>,
 
     #[command(subcommand)]
     pub command: Option<Command>,

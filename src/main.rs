@@ -24,7 +24,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
-    prioq::telemetry::init_logs(config.log_format, config.otlp_endpoint.as_deref())?;
+    let traces = prioq::otel::traces_url(
+        config.otlp_endpoint.as_deref(),
+        config.otel_exporter_otlp_traces_endpoint.as_deref(),
+        config.otel_exporter_otlp_endpoint.as_deref(),
+    );
+    prioq::telemetry::init_logs(config.log_format, traces.as_deref())?;
     let app = Application::build(config).await?;
     tracing::info!(address = %app.local_addr(), "prioq listening");
     let shutdown = app.shutdown_token();

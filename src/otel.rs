@@ -1,5 +1,6 @@
 //! Traces: the W3C trace headers a job keeps, and the spans prioq exports
-//! over OTLP/HTTP when `PRIOQ_OTLP_ENDPOINT` is set, named and attributed
+//! over OTLP/HTTP when `PRIOQ_OTLP_ENDPOINT` (or one of OpenTelemetry's
+//! `OTEL_EXPORTER_OTLP_*ENDPOINT` variables) is set, named and attributed
 //! by the OpenTelemetry messaging conventions.
 //!
 //! The spans are `tracing` spans under [`TARGET`], made only while an
@@ -10,6 +11,7 @@
 //! request.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
@@ -17,9 +19,10 @@ use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SpanContext, TraceContextExt, TracerProvider as _};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -121,11 +124,40 @@ impl Extractor for Pairs<'_> {
     }
 }
 
-/// The exporter to `endpoint` (OTLP/HTTP's base URL, `/v1/traces`
-/// appended) and the `tracing` layer that feeds it; must be called on the
-/// runtime, which runs its batch processor.
+/// The path of the traces signal under an OTLP/HTTP base URL.
+const TRACES_PATH: &str = "/v1/traces";
+
+/// Where spans go, from `PRIOQ_OTLP_ENDPOINT` (`prioq`) or, when it is
+/// unset, OpenTelemetry's standard variables as its SDKs read them:
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (`traces`, the traces URL as it
+/// is), then `OTEL_EXPORTER_OTLP_ENDPOINT` (`base`, a base URL). prioq's
+/// own and the base URL get `/v1/traces` appended unless they already
+/// end with it. `None`: nothing is exported.
+pub fn traces_url(prioq: Option<&str>, traces: Option<&str>, base: Option<&str>) -> Option<String> {
+    fn set(value: Option<&str>) -> Option<&str> {
+        value.map(str::trim).filter(|value| !value.is_empty())
+    }
+    let under_base = |url: &str| {
+        let url = url.trim_end_matches('/');
+        if url.ends_with(TRACES_PATH) {
+            url.to_owned()
+        } else {
+            format!("{url}{TRACES_PATH}")
+        }
+    };
+    match (set(prioq), set(traces), set(base)) {
+        (Some(prioq), _, _) => Some(under_base(prioq)),
+        (None, Some(traces), _) => Some(traces.to_owned()),
+        (None, None, Some(base)) => Some(under_base(base)),
+        (None, None, None) => None,
+    }
+}
+
+/// The exporter to `url` (the traces URL) and the `tracing` layer that
+/// feeds it; must be called on the runtime, which runs its batch
+/// processor.
 pub fn layer<S>(
-    endpoint: &str,
+    url: &str,
 ) -> anyhow::Result<tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
@@ -133,9 +165,15 @@ where
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+        .with_endpoint(url)
         .with_timeout(EXPORT_TIMEOUT)
         .build()?;
+    let exporter = Reported {
+        exporter,
+        url: url.to_owned(),
+        failing: AtomicBool::new(false),
+    };
+    tracing::info!(url, "exporting spans over OTLP/HTTP");
     let provider = SdkTracerProvider::builder()
         .with_span_processor(
             BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build(),
@@ -153,6 +191,55 @@ where
         .with_target(false)
         .with_level(false)
         .with_tracked_inactivity(false))
+}
+
+/// The exporter, whose failures reach prioq's log: the SDK's own report
+/// of them goes to its internal logs, which prioq does not build. A
+/// collector that refuses exports (a wrong path answering 404, say) is
+/// logged once as a warning with the answer's status, and again once it
+/// takes them.
+#[derive(Debug)]
+struct Reported<E> {
+    exporter: E,
+    url: String,
+    failing: AtomicBool,
+}
+
+impl<E: SpanExporter> SpanExporter for Reported<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len();
+        let result = self.exporter.export(batch).await;
+        match &result {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(url = %self.url, "the collector takes spans again");
+                }
+            }
+            Err(error) => {
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        url = %self.url,
+                        %error,
+                        spans,
+                        "the collector refused an export of spans; they are lost (logged once until an export succeeds)"
+                    );
+                }
+            }
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.exporter.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.exporter.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.exporter.set_resource(resource);
+    }
 }
 
 /// Sends the spans still queued; at most about [`EXPORT_TIMEOUT`].
@@ -307,6 +394,39 @@ mod tests {
         }
         let twice = headers(&[("traceparent", PARENT), ("traceparent", PARENT)]);
         assert_eq!(TraceHeaders::from_headers(&twice), None);
+    }
+
+    #[test]
+    fn the_traces_url_comes_from_prioqs_variable_then_opentelemetrys() {
+        let url = |prioq, traces, base| traces_url(prioq, traces, base);
+        let base = "http://collector:4318";
+        let full = "http://collector:4318/v1/traces";
+        assert_eq!(url(Some(base), None, None).as_deref(), Some(full));
+        assert_eq!(
+            url(Some("http://collector:4318/"), None, None).as_deref(),
+            Some(full)
+        );
+        assert_eq!(url(Some(full), None, None).as_deref(), Some(full));
+        assert_eq!(
+            url(Some("http://collector:4318/v1/traces/"), None, None).as_deref(),
+            Some(full)
+        );
+        assert_eq!(
+            url(Some("http://gw/otlp"), None, None).as_deref(),
+            Some("http://gw/otlp/v1/traces")
+        );
+        // The standard per-signal variable is the URL itself.
+        assert_eq!(
+            url(None, Some("http://gw/ingest/spans"), Some(base)).as_deref(),
+            Some("http://gw/ingest/spans")
+        );
+        assert_eq!(url(None, None, Some(base)).as_deref(), Some(full));
+        assert_eq!(
+            url(Some(base), Some("http://other/x"), None).as_deref(),
+            Some(full)
+        );
+        assert_eq!(url(Some(" "), None, None), None);
+        assert_eq!(url(None, None, None), None);
     }
 
     #[test]

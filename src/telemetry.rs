@@ -1,7 +1,7 @@
 //! Logs, and the metrics every part records.
 //!
 //! Logs: readable lines by default, JSON with `PRIOQ_LOG_FORMAT=json`,
-//! filtered by `RUST_LOG` (default `info`); with an OTLP endpoint, the
+//! filtered by `RUST_LOG` (default `info`); with an OTLP traces URL, the
 //! spans of [`crate::otel`] go to its exporter beside them. Metrics: counters, gauges and
 //! the HTTP histogram go through the `metrics` facade into one Prometheus
 //! recorder per process, under the names here; `/metrics` renders them
@@ -18,16 +18,16 @@ use tracing_subscriber::{EnvFilter, Layer};
 use crate::config::LogFormat;
 use crate::otel;
 
-/// Installs the logs and, with `otlp_endpoint`, the span exporter; on the
+/// Installs the logs and, with `traces_url`, the span exporter; on the
 /// runtime, which runs the exporter.
-pub fn init_logs(format: LogFormat, otlp_endpoint: Option<&str>) -> anyhow::Result<()> {
+pub fn init_logs(format: LogFormat, traces_url: Option<&str>) -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt::layer();
     let logs = match format {
         LogFormat::Json => logs.json().with_current_span(true).boxed(),
         LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).boxed(),
     };
-    let spans = otlp_endpoint
+    let spans = traces_url
         .map(otel::layer)
         .transpose()?
         .map(|layer| layer.with_filter(filter_fn(|meta| meta.target() == otel::TARGET)));

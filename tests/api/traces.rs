@@ -124,19 +124,26 @@ async fn a_batch_gives_its_trace_to_every_job_and_jobs_without_one_have_none() {
 
 /// An OTLP/HTTP receiver on a free port, keeping the spans it is sent.
 struct Receiver {
+    /// Its base URL: spans go to `/v1/traces` under it.
     endpoint: String,
     spans: Arc<Mutex<Vec<Span>>>,
 }
 
 impl Receiver {
     async fn start() -> Self {
+        Self::start_at("/v1/traces").await
+    }
+
+    /// A receiver taking spans at `path` only; any other path answers
+    /// 404, as a collector does.
+    async fn start_at(path: &str) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binds");
         let endpoint = format!("http://{}", listener.local_addr().expect("address"));
         let spans = Arc::new(Mutex::new(Vec::new()));
         let app = Router::new()
-            .route("/v1/traces", post(export))
+            .route(path, post(export))
             .with_state(spans.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { endpoint, spans }
@@ -352,4 +359,73 @@ async fn a_silent_collector_holds_back_no_request_and_delays_shutdown_briefly() 
     }
     send_signal(service.pid(), "TERM");
     assert!(service.exit_within(Duration::from_secs(10)).await.success());
+}
+
+/// Starts prioq with `env`, enqueues one traced job and stops it, which
+/// exports what it holds; answers the `send` spans that arrived and the
+/// service's log.
+async fn one_traced_enqueue(env: &[(&str, &str)], receiver: &Receiver) -> (usize, String) {
+    let mut service = Service::start_with(&shared_redis().url(), &unique_prefix(), env).await;
+    let answer = reqwest::Client::new()
+        .post(service.url("/v1/queues/spans/jobs"))
+        .header("traceparent", traceparent(TRACE_1, PARENT_1))
+        .json(&json!({"task": "t"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), StatusCode::CREATED);
+    send_signal(service.pid(), "TERM");
+    assert!(service.exit_within(Duration::from_secs(15)).await.success());
+    let spans = receiver.spans();
+    (
+        named(&spans, "send spans", "send", SpanKind::Producer).len(),
+        service.log(),
+    )
+}
+
+/// `PRIOQ_OTLP_ENDPOINT` given as the traces URL itself is not doubled
+/// (`/v1/traces/v1/traces`, where a collector answers 404).
+#[tokio::test]
+async fn an_endpoint_given_as_the_traces_url_is_used_as_it_is() {
+    let receiver = Receiver::start().await;
+    let url = format!("{}/v1/traces", receiver.endpoint);
+    let (sends, log) =
+        one_traced_enqueue(&[("PRIOQ_OTLP_ENDPOINT", url.as_str())], &receiver).await;
+    assert_eq!(sends, 1, "{log}");
+}
+
+/// Without prioq's own variable, OpenTelemetry's standard ones are read as
+/// its SDKs read them: the base URL gets `/v1/traces`, the traces URL is
+/// used as it is (here a path no base URL would give), and it wins over
+/// the base URL.
+#[tokio::test]
+async fn opentelemetrys_standard_variables_are_honoured() {
+    let receiver = Receiver::start().await;
+    let base = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str())];
+    let (sends, log) = one_traced_enqueue(&base, &receiver).await;
+    assert_eq!(sends, 1, "{log}");
+
+    let custom = Receiver::start_at("/ingest/spans").await;
+    let url = format!("{}/ingest/spans", custom.endpoint);
+    let traces = [
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+    ];
+    let (sends, log) = one_traced_enqueue(&traces, &custom).await;
+    assert_eq!(sends, 1, "{log}");
+}
+
+/// A collector that refuses the export (404 at a wrong path) is named in
+/// prioq's log with the answer's status, not lost without a word.
+#[tokio::test]
+async fn a_refused_export_is_logged_with_its_status() {
+    let receiver = Receiver::start_at("/elsewhere").await;
+    let env = [("PRIOQ_OTLP_ENDPOINT", receiver.endpoint.as_str())];
+    let (sends, log) = one_traced_enqueue(&env, &receiver).await;
+    assert_eq!(sends, 0, "{log}");
+    let warning = log
+        .lines()
+        .find(|line| line.contains("WARN") && line.contains("refused an export"))
+        .unwrap_or_else(|| panic!("no warning of the refused export in the log:\n{log}"));
+    assert!(warning.contains("404"), "{warning}");
 }

@@ -57,6 +57,9 @@ impl Service {
             .env("PRIOQ_REDIS_URL", redis_url)
             .env("PRIOQ_KEY_PREFIX", &prefix)
             .env("RUST_LOG", "info")
+            // Spans are exported only where a test asks for it.
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(output.try_clone().expect("log file"))
