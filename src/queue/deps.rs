@@ -12,69 +12,20 @@ use std::sync::{Arc, PoisonError};
 
 use futures_util::future::try_join_all;
 use redis::{FromRedisValue, Value};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{QueueError, Result};
 use super::shards::QueueShards;
 use super::store::keys::{self, QueueKeys};
 use super::store::library::{Function, LIBRARY};
-use super::{Broker, NewJob};
+use super::broker::Broker;
+use super::job::NewJob;
 
 /// Ended jobs read from an outbox at once, and dependants of each.
 const OUTBOX_JOBS: usize = 100;
 const OUTBOX_DEPENDANTS: usize = 1000;
 /// Reads of one shard's outbox in one sweep, at most.
 const OUTBOX_READS: usize = 100;
-
-/// Calls that left ended jobs in a shard's outbox, waiting for the
-/// courier; beyond them a notice is dropped, and the sweeper tells those
-/// dependants instead.
-const NOTICES: usize = 1024;
-
-/// A shard whose outbox holds ended jobs: its queue and its number.
-pub(crate) type Notice = (String, u32);
-
-/// What a shard's lane tells the courier: this shard's outbox holds ended
-/// jobs, so that their dependants elsewhere hear of them at once rather
-/// than at the next sweep.
-#[derive(Debug, Clone)]
-pub(crate) struct Courier {
-    queue: String,
-    shard: u32,
-    notices: mpsc::Sender<Notice>,
-}
-
-impl Courier {
-    pub(crate) fn new(queue: &str, shard: u32, notices: mpsc::Sender<Notice>) -> Self {
-        Self {
-            queue: queue.to_owned(),
-            shard,
-            notices,
-        }
-    }
-
-    /// Asks for the shard's outbox to be sent.
-    pub(crate) fn deliver(&self) {
-        // Full: the courier is behind, and the sweeper catches up.
-        let _ = self.notices.try_send((self.queue.clone(), self.shard));
-    }
-}
-
-/// The courier's end of the notices.
-pub(crate) fn notices() -> (mpsc::Sender<Notice>, mpsc::Receiver<Notice>) {
-    mpsc::channel(NOTICES)
-}
-
-/// The jobs a job waits for, and what their failure does.
-#[derive(Debug, Clone)]
-pub struct After {
-    /// Each `(queue, id)`, without repeats.
-    pub refs: Vec<(String, String)>,
-    /// A dependency that ends dead, cancelled or deleted counts as
-    /// finished; else it sends the job to the DLQ.
-    pub ignore_failure: bool,
-}
 
 /// One ref of a job to register with its dependency.
 #[derive(Debug, Clone)]

@@ -3,7 +3,6 @@
 
 use redis;
 
-use super::store::library;
 
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
@@ -111,7 +110,7 @@ impl From<redis::RedisError> for QueueError {
                     .unwrap_or_default()
                     .to_owned(),
             ),
-            _ if library::is_too_old(&error) => Self::Unavailable(
+            _ if is_too_old(&error) => Self::Unavailable(
                 anyhow::Error::new(error).context("prioq needs Redis 7.0 or later (Functions)"),
             ),
             Some("OOM") => Self::Full(error.into()),
@@ -119,6 +118,19 @@ impl From<redis::RedisError> for QueueError {
             _ => Self::Unavailable(error.into()),
         }
     }
+}
+
+/// Whether Redis answered that the function is not loaded there.
+pub fn is_function_missing(error: &redis::RedisError) -> bool {
+    error.code() == Some("ERR") && error.detail() == Some("Function not found")
+}
+
+/// Whether Redis does not know Functions at all: it is older than 7.0.
+fn is_too_old(error: &redis::RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("unknown command"))
 }
 
 /// Whether an operation that failed with `error` may have run: the

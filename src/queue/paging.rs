@@ -7,7 +7,9 @@ use futures_util::future::try_join_all;
 use redis::FromRedisValue;
 
 use super::store::library::{Function, LIBRARY};
-use super::{Broker, Job, Result};
+use super::broker::Broker;
+use super::error::Result;
+use super::job::Job;
 
 /// One page of a queue's named groups.
 #[derive(Debug)]

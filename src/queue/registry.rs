@@ -11,7 +11,7 @@ use std::sync::{MutexGuard, PoisonError};
 
 use futures_util::future::try_join_all;
 
-use super::Broker;
+use super::broker::Broker;
 use super::error::{QueueError, Result};
 use super::store::Call;
 use super::store::keys::{self, Key};

@@ -9,7 +9,8 @@ use super::shards::QueueShards;
 use super::store::Call;
 use super::store::keys::Key;
 use super::store::library::{Function, LIBRARY};
-use super::{Broker, QueueError, Result};
+use super::broker::Broker;
+use super::error::{QueueError, Result};
 
 /// A queue's depth by state, and per priority class.
 #[derive(Debug, Clone, Default)]

@@ -5,7 +5,9 @@
 //! instance.
 
 use super::store::library::{Function, LIBRARY};
-use super::{Broker, Debt, DueSchedule, QueueError, Result};
+use super::broker::Broker;
+use super::error::{QueueError, Result};
+use super::schedules::{Debt, DueSchedule};
 
 /// What one sweep of a queue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

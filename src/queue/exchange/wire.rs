@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use redis::{self, Cmd, FromRedisValue, Value};
 
-use super::{
+use super::request::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
     OutgoingJob,
 };
@@ -194,7 +194,7 @@ pub fn exchange_answers(
     let mut expired = Some(expired);
     let expires_at: HashMap<&str, i64> = expiry
         .chunks_exact(2)
-        .filter_map(|pair| Some((pair[0].as_str(), job::expires_at(&pair[1])?)))
+        .filter_map(|pair| Some((pair[0].as_str(), job::decode::expires_at(&pair[1])?)))
         .collect();
     let held = match held.as_str() {
         "paused" => Some(Held::Paused),

@@ -13,7 +13,8 @@ use crate::queue::store::Call;
 use crate::queue::store::keys::Key;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::body;
-use crate::queue::{Broker, QueueError, Result};
+use crate::queue::broker::Broker;
+use crate::queue::error::{QueueError, Result};
 
 mod cron;
 pub use cron::{Cron, CronError};

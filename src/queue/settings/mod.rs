@@ -15,7 +15,9 @@ use serde_json::{Map, Value, json};
 
 use super::store::keys::QueueKeys;
 use super::store::library::{Function, LIBRARY};
-use super::{Broker, QueueError, Result};
+use super::broker::Broker;
+use super::error::{QueueError, Result};
+use super::job::is_job_id;
 
 pub mod table;
 
@@ -174,7 +176,7 @@ impl SettingsChange {
                     }
                     for (group, weight) in weights {
                         let field = format!("{}.{group}", setting.path);
-                        if !super::is_job_id(group) {
+                        if !is_job_id(group) {
                             return Err(refuse(
                                 field,
                                 "a group is 1 to 128 of A-Z a-z 0-9 _ . : -",

@@ -1,8 +1,12 @@
 //! The table of a queue's settings: one row each, from which everything
 //! else is derived.
 
-use super::super::jobs::MAX_RETAIN_MS;
-use super::super::store::keys::MAX_SHARDS;
+/// The longest a job is kept once acked: 30 days, in ms (the bound of
+/// `retain_ms`, the setting and the job option).
+pub const MAX_RETAIN_MS: u64 = 2_592_000_000;
+
+/// Shards a queue can be split over at most.
+pub const MAX_SHARDS: u32 = 64;
 
 /// One queue setting.
 #[derive(Debug)]

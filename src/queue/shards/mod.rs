@@ -20,12 +20,13 @@ use tokio::time::Instant;
 mod claims;
 
 use super::counters::QueueCounters;
-use super::deps::{Courier, Notice};
+use super::courier::{Courier, Notice};
 use super::error::{QueueError, Result};
 use super::exchange::lane::{Lane, LaneMetrics};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, HeadsBatch};
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::record;
+use crate::queue::settings::table::MAX_SHARDS;
 use super::store::{Call, Redis, bounded_by};
 
 /// Queues whose shards this instance keeps before it drops the idle ones.
@@ -255,7 +256,7 @@ impl Shards {
         loop {
             match self.home_count(queue).await? {
                 count if count >= 1 => {
-                    return Ok(u32::try_from(count).unwrap_or(1).min(keys::MAX_SHARDS));
+                    return Ok(u32::try_from(count).unwrap_or(1).min(MAX_SHARDS));
                 }
                 _ if Instant::now() < deadline => tokio::time::sleep(RESHARD_RECHECK).await,
                 _ => return Err(QueueError::ShardsChanged),

@@ -222,9 +222,6 @@ impl QueueKeys {
     }
 }
 
-/// Shards a queue can be split over at most.
-pub const MAX_SHARDS: u32 = 64;
-
 /// Hash slots of a Redis Cluster.
 const SLOTS: u32 = 16_384;
 
@@ -303,6 +300,7 @@ pub(crate) fn queue_of_channel<'a>(prefix: &str, channel: &'a str) -> Option<(&'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::settings::table::MAX_SHARDS;
 
     #[test]
     fn every_key_of_a_queue_carries_its_hash_tag() {

@@ -11,11 +11,11 @@
 
 use std::sync::LazyLock;
 
-use redis::{self, Cmd, RedisError};
+use redis::{self, Cmd};
 
 use super::keys::{Key, QueueKeys};
-use super::{Call, Repeat};
-use crate::queue::settings;
+use super::call::{Call, Repeat};
+use crate::queue::settings::table;
 
 /// The files of `lua/lib/`, which define no function, loaded first in
 /// this order: the helpers every function shares by subject, then the
@@ -195,7 +195,7 @@ pub struct Library {
 pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let code = [
         lua_table(),
-        settings::table::lua_table(),
+        table::lua_table(),
         format!("local MARK = '{}'\n", super::keys::MARK),
     ]
     .into_iter()
@@ -278,19 +278,6 @@ impl Library {
             repeat: function.spec().repeat,
         }
     }
-}
-
-/// Whether Redis answered that the function is not loaded there.
-pub fn is_function_missing(error: &RedisError) -> bool {
-    error.code() == Some("ERR") && error.detail() == Some("Function not found")
-}
-
-/// Whether Redis does not know Functions at all: it is older than 7.0.
-pub fn is_too_old(error: &RedisError) -> bool {
-    error.code() == Some("ERR")
-        && error
-            .detail()
-            .is_some_and(|detail| detail.starts_with("unknown command"))
 }
 
 #[cfg(test)]

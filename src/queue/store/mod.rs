@@ -2,6 +2,7 @@
 //! function library they call (`library`), the names of the keys
 //! (`keys`) and a job's stored form (`record`).
 
+mod call;
 mod connection;
 pub mod keys;
 pub mod library;
@@ -11,60 +12,12 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue};
 
+pub use call::{Call, Repeat};
 use connection::RedisConnection;
 pub use connection::{RedisPool, RedisSettings};
 use library::LIBRARY;
 
-use super::error::{QueueError, Result};
-
-/// Whether a call may be sent again when its connection dropped and its
-/// effect is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repeat {
-    /// Sent twice, it has the effect and the answer of once: reads, an
-    /// enqueue of ids fixed before sending, extend, settings.
-    Safe,
-    /// Sent again only when it surely did not run (the connection could not
-    /// be made, or Redis refused it before running it).
-    Once,
-}
-
-/// A command to Redis, and whether it may be sent twice.
-#[derive(Debug, Clone)]
-pub struct Call {
-    pub cmd: Cmd,
-    pub repeat: Repeat,
-}
-
-impl Call {
-    pub fn safe(cmd: Cmd) -> Self {
-        Self {
-            cmd,
-            repeat: Repeat::Safe,
-        }
-    }
-
-    pub fn once(cmd: Cmd) -> Self {
-        Self {
-            cmd,
-            repeat: Repeat::Once,
-        }
-    }
-}
-
-impl std::ops::Deref for Call {
-    type Target = Cmd;
-
-    fn deref(&self) -> &Cmd {
-        &self.cmd
-    }
-}
-
-impl std::ops::DerefMut for Call {
-    fn deref_mut(&mut self) -> &mut Cmd {
-        &mut self.cmd
-    }
-}
+use super::error::{QueueError, Result, is_function_missing};
 
 /// How many times a call Redis surely did not run is sent again: a
 /// connection that broke while idle (its replacement is made by the next
@@ -173,7 +126,7 @@ impl Redis {
             None => conn.insert(self.pool.get().await?),
         };
         match cmd.query_async(conn).await {
-            Err(error) if library::is_function_missing(&error) => {
+            Err(error) if is_function_missing(&error) => {
                 LIBRARY.load_command().query_async::<()>(conn).await?;
                 tracing::info!(library = LIBRARY.name(), "loaded the Redis functions");
                 cmd.query_async(conn).await

@@ -1,16 +1,18 @@
-// The README's walk through the API, run as written: every `$ ` command of
-// its console blocks, in order, in bash with curl, against a live prioq
-// (no token) and Redis, with B set to that prioq's address.
+// The README's first job and the walk through the API (docs/api-walk.md),
+// run as written: every `$ ` command of their console blocks, the
+// README's first, then the walk's, in order, in bash with curl, against
+// one live prioq (no token) and Redis, with B set to that prioq's address
+// and H to the JSON content type.
 //
-// Each answer is compared with the output the README shows where the
+// Each answer is compared with the output the page shows where the
 // output says something definite: the HTTP status line, and, in order,
 // every `state`, `code`, `status`, `created`, `paused`, `id`,
 // `lease_token` and `last_job_id` shown (an output may elide parts with
 // `…`; the pairs it shows must appear in that order). Values the server
 // makes up (generated ids, lease tokens, schedule run ids) differ from the
-// README's: the first time one appears in an output, the value prioq
-// answered stands in for it in every later command and output. A value the
-// README sent itself must come back as it is.
+// page's: the first time one appears in an output, the value prioq
+// answered stands in for it in every later command and output, on either
+// page. A value a page sent itself must come back as it is.
 //
 // A command ending in `&` runs in the background; `$ wait` shows what the
 // background commands printed. A command whose comment says `later` is
@@ -44,25 +46,24 @@ after(async () => {
   await killAll();
 });
 
+/** The pages whose console blocks run, in order, with their least number of commands. */
+const PAGES = [['README.md', 3], ['docs/api-walk.md', 40]];
+
 /**
- * The walk's commands, in order: `{ command, expected, line }`, from the
- * console blocks between "## A walk through the API" and the next `##`
- * heading.
+ * A page's commands, in order: `{ command, expected, file, line }`, from
+ * every console block of the page.
  */
-function walk() {
-  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-  const start = readme.indexOf('\n## A walk through the API');
-  assert.ok(start >= 0, 'the README has no walk through the API');
-  const end = readme.indexOf('\n## ', start + 1);
-  const section = readme.slice(start, end);
-  const firstLine = readme.slice(0, start).split('\n').length;
+function commands(file) {
+  const page = readFileSync(path.join(root, file), 'utf8');
   const steps = [];
   const block = /```console\n([\s\S]*?)```/g;
-  for (const match of section.matchAll(block)) {
-    const blockLine = firstLine + section.slice(0, match.index).split('\n').length;
+  for (const match of page.matchAll(block)) {
+    // The line of the block's first line inside its fence, counted from 1.
+    const firstLine = page.slice(0, match.index).split('\n').length + 1;
     const lines = match[1].split('\n');
     for (let i = 0; i < lines.length; i += 1) {
       if (!lines[i].startsWith('$ ')) continue;
+      const line = firstLine + i;
       let command = lines[i].slice(2);
       // A command goes on over the lines it continues with `\` or with a
       // quote still open.
@@ -75,7 +76,7 @@ function walk() {
         i += 1;
         output.push(lines[i]);
       }
-      steps.push({ command, expected: output.join('\n').trim(), line: blockLine + i });
+      steps.push({ command, expected: output.join('\n').trim(), file, line });
     }
   }
   return steps;
@@ -109,7 +110,7 @@ function pairs(text) {
 }
 
 /**
- * Compares an answer with the README's output; answers what differs, or
+ * Compares an answer with the page's output; answers what differs, or
  * null, and learns the made-up values (into `learned` only when it all
  * matches).
  */
@@ -123,12 +124,12 @@ function compare(expected, actual, sent, substitutions) {
   let at = 0;
   for (const [key, shown] of pairs(expected)) {
     while (at < got.length && got[at][0] !== key) at += 1;
-    if (at === got.length) return `no "${key}" answered where the README shows ${shown}`;
+    if (at === got.length) return `no "${key}" answered where the page shows ${shown}`;
     const value = got[at][1];
     at += 1;
     const wanted = substitutions.get(shown) ?? learned.get(shown) ?? shown;
     if (value === wanted) continue;
-    // A value the README never sent, shown for the first time: prioq's own.
+    // A value no page sent, shown for the first time: prioq's own.
     if (MADE_UP.has(key) && shown !== 'null' && value !== 'null' && !sent.includes(shown.slice(1, -1))
         && !substitutions.has(shown) && !learned.has(shown)) {
       learned.set(shown, value);
@@ -140,21 +141,25 @@ function compare(expected, actual, sent, substitutions) {
   return null;
 }
 
-/** `text` with every learned value in place of the README's. */
+/** `text` with every learned value in place of the page's. */
 function substitute(text, substitutions) {
   let out = text;
   for (const [shown, value] of substitutions) out = out.split(shown.slice(1, -1)).join(value.slice(1, -1));
   return out;
 }
 
-test("the README's walk through the API runs as written", { timeout: 300000 }, async () => {
-  const steps = walk();
-  assert.ok(steps.length > 40, `only ${steps.length} commands found in the walk`);
+test("the README's first job and the walk through the API run as written", { timeout: 300000 }, async () => {
+  const steps = [];
+  for (const [file, least] of PAGES) {
+    const found = commands(file);
+    assert.ok(found.length >= least, `only ${found.length} commands found in ${file}`);
+    steps.push(...found);
+  }
   const substitutions = new Map();
   const background = [];
   let sent = '';
-  for (const { command, expected, line } of steps) {
-    const where = `README.md line ${line}: ${command.split('\n')[0]}`;
+  for (const { command, expected, file, line } of steps) {
+    const where = `${file} line ${line}: ${command.split('\n')[0]}`;
     const script = substitute(command, substitutions);
     sent += `\n${command}`;
     if (/&\s*(#.*)?$/.test(script)) {

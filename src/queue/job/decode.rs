@@ -1,53 +1,12 @@
-//! A job as the functions describe it, decoded.
+//! A job as the functions describe it (its record and what its state
+//! adds; see `view` in `lua/lib/transitions.lua`), decoded.
 
 use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
-use super::store::record::Record;
+use super::{Dependencies, Dependency, Job, JobState, Lease, Outcome};
 use crate::otel::TraceHeaders;
-
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Pending,
-    Scheduled,
-    Processing,
-    Dead,
-    /// Acked, and kept with its result until its retention ends.
-    Completed,
-    /// Ended by a cancel, and kept until its retention ends.
-    Cancelled,
-    /// Waiting for its dependencies to complete.
-    Waiting,
-}
-
-/// How a dependency of a job ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Completed,
-    Dead,
-    Cancelled,
-    Deleted,
-}
-
-/// One dependency of a job: its ref (`queue/id`), and how it ended, with
-/// its result when it completed with one; `None` while it has not ended.
-#[derive(Debug, Clone)]
-pub struct Dependency {
-    pub reference: String,
-    pub outcome: Option<Outcome>,
-    pub result: Option<Box<RawValue>>,
-}
-
-/// The dependencies of a job enqueued with `after`.
-#[derive(Debug, Clone)]
-pub struct Dependencies {
-    /// A failed dependency counts as finished (else it fails the job).
-    pub ignore_failure: bool,
-    /// Those not finished yet.
-    pub left: u32,
-    pub list: Vec<Dependency>,
-}
+use crate::queue::store::record::Record;
 
 impl Dependencies {
     /// From `dependencies_of` in `lua/lib/transitions.lua`: the `after`
@@ -96,55 +55,6 @@ impl Dependencies {
             list,
         })
     }
-}
-
-/// A job's current lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub token: String,
-    pub worker: Option<String>,
-    pub expires_at_ms: i64,
-}
-
-/// One job, in any state.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub id: String,
-    pub task: String,
-    pub args: Box<RawValue>,
-    pub priority: u8,
-    pub state: JobState,
-    pub attempts: u32,
-    pub max_attempts: u32,
-    pub enqueued_at_ms: i64,
-    /// When a scheduled job becomes claimable.
-    pub run_at_ms: Option<i64>,
-    pub lease: Option<Lease>,
-    pub last_error: Option<String>,
-    pub dead_at_ms: Option<i64>,
-    pub completed_at_ms: Option<i64>,
-    /// What the worker that completed the job sent with its ack.
-    pub result: Option<Box<RawValue>>,
-    /// The latest progress its worker reported, until the job ends.
-    pub progress: Option<Box<RawValue>>,
-    /// The group the job shares its priority class with fairly.
-    pub group: Option<String>,
-    /// The schedule that made the job.
-    pub schedule: Option<String>,
-    /// When the job, not claimed by then, is no longer delivered; until
-    /// it ends.
-    pub expires_at_ms: Option<i64>,
-    /// The dedup key the job holds, until it lets it go.
-    pub dedup_key: Option<String>,
-    /// The reason of the cancel asked of it (`Some("")` for none given):
-    /// a processing job's, or a cancelled job's.
-    pub cancel: Option<String>,
-    /// Those of a job enqueued with `after`, until it ends.
-    pub dependencies: Option<Dependencies>,
-    /// Up to 100 of the jobs waiting for it that have not heard of its end
-    /// (`queue/id` each).
-    pub dependants: Vec<String>,
-    pub trace: Option<TraceHeaders>,
 }
 
 impl Job {
@@ -285,15 +195,6 @@ fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
         worker: (!worker.is_empty()).then(|| worker.to_owned()),
         expires_at_ms,
     })
-}
-
-/// Whether `id` has the form of a job id, `^[A-Za-z0-9_.:-]{1,128}$`:
-/// also that of groups.
-pub fn is_job_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
 #[cfg(test)]

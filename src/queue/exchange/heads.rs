@@ -1,0 +1,100 @@
+//! The reads of a sharded queue's shards' heads by its claims (the
+//! `heads` function), shared by the claims that wait together.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use super::lane::Batch;
+use super::wire::{CLAIM_PROMOTE_BATCH, malformed};
+use crate::queue::error::Result;
+use crate::queue::store::keys::QueueKeys;
+use crate::queue::store::Redis;
+use crate::queue::store::library::{Function, LIBRARY};
+
+/// The reads of one shard's heads (the `heads` function) by the claims of
+/// a sharded queue: the claims waiting together share one read.
+#[derive(Debug)]
+pub(crate) struct HeadsBatch {
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) keys: Arc<QueueKeys>,
+    /// The bulk floor's share, in parts per million of jobs handed out.
+    pub(crate) floor_ppm: u64,
+    /// The number of shards of the queue this lane was routed for.
+    pub(crate) shards: u32,
+}
+
+/// What a shard offers claims (see `heads`).
+#[derive(Debug)]
+pub(crate) struct Line {
+    /// A group cap or max_in_flight is set: an ack could change the line.
+    pub(crate) capped: bool,
+    /// The score first in line for each claim of one job, in turn.
+    pub(crate) scores: Vec<f64>,
+    /// How many of `scores` the claims sharing this read have picked: each
+    /// picks after those before it, as claims one after the other would.
+    pub(crate) taken: AtomicUsize,
+}
+
+/// One claim's read of a shard: how many claims of one job it stands for
+/// (a read shared by several claims reads for all of them),
+/// and its request id's field of `claims` when it has one.
+#[derive(Debug)]
+pub(crate) struct HeadsEntry {
+    pub(crate) claims: u32,
+    pub(crate) field: Option<String>,
+}
+
+/// What a shard says to one claim: its line, and whether it answered the
+/// claim's request id jobs before (the claim is a repeat).
+#[derive(Debug)]
+pub(crate) struct Heads {
+    pub(crate) line: Arc<Line>,
+    pub(crate) answered: bool,
+}
+
+impl Batch for HeadsBatch {
+    type Entry = HeadsEntry;
+    type Reply = Heads;
+
+    fn size(entry: &HeadsEntry) -> (usize, usize) {
+        (entry.claims as usize, 0)
+    }
+
+    async fn call(&self, entries: &[HeadsEntry]) -> Result<Vec<Result<Self::Reply>>> {
+        let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
+        cmd.arg(CLAIM_PROMOTE_BATCH)
+            .arg(entries.iter().map(|entry| entry.claims).sum::<u32>().max(1))
+            .arg(self.floor_ppm)
+            .arg(self.shards);
+        for field in entries.iter().filter_map(|entry| entry.field.as_ref()) {
+            cmd.arg(field);
+        }
+        let reply: Vec<String> = self.redis.query(&cmd).await?;
+        let (capped, rest) = reply.split_first().ok_or_else(malformed)?;
+        let fields = entries.iter().filter(|entry| entry.field.is_some()).count();
+        if rest.len() < fields {
+            return Err(malformed());
+        }
+        let (flags, scores) = rest.split_at(fields);
+        let line = Arc::new(Line {
+            capped: capped == "1",
+            scores: scores
+                .iter()
+                .map(|score| score.parse::<f64>().map_err(|_| malformed()))
+                .collect::<Result<_>>()?,
+            taken: AtomicUsize::new(0),
+        });
+        let mut flags = flags.iter();
+        Ok(entries
+            .iter()
+            .map(|entry| {
+                let answered =
+                    entry.field.is_some() && flags.next().is_some_and(|flag| flag == "1");
+                Ok(Heads {
+                    line: Arc::clone(&line),
+                    answered,
+                })
+            })
+            .collect())
+    }
+}
