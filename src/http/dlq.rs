@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, OptionalJsonBody};
-use super::jobs::JobView;
+use super::jobs::view::JobView;
 use super::params::{JobPath, QueuePath, parse_cursor};
 
 pub fn routes() -> OpenApiRouter<AppState> {

@@ -9,6 +9,7 @@ pub mod error;
 mod exposition;
 pub mod extract;
 mod jobs;
+mod leases;
 mod openapi;
 mod ops;
 mod params;

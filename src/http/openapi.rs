@@ -17,7 +17,7 @@ use utoipa::openapi::{self, Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{AppState, claims, dlq, error, jobs, ops, queues, schedules, settings};
+use super::{AppState, claims, dlq, error, jobs, leases, ops, queues, schedules, settings};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -45,6 +45,7 @@ pub(super) fn routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
     let v1 = OpenApiRouter::new()
         .merge(jobs::routes())
         .merge(claims::routes())
+        .merge(leases::routes())
         .merge(dlq::routes())
         .merge(queues::routes())
         .merge(settings::routes())

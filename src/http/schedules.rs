@@ -13,7 +13,8 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery, JsonBody};
-use super::jobs::{default_priority, empty_args, scheduled_job, timestamp};
+use super::jobs::request::{default_priority, empty_args, scheduled_job};
+use super::jobs::view::timestamp;
 use super::params::{QueuePath, ScheduleName, SchedulePath};
 use crate::queue::{Cron, CronError, QueueError, Schedule, ScheduleSpec};
 

@@ -14,12 +14,12 @@ use futures_util::future::try_join_all;
 use redis::{FromRedisValue, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::broker::Broker;
 use super::error::{QueueError, Result};
+use super::job::NewJob;
 use super::shards::QueueShards;
 use super::store::keys::{self, QueueKeys};
 use super::store::library::{Function, LIBRARY};
-use super::broker::Broker;
-use super::job::NewJob;
 
 /// Ended jobs read from an outbox at once, and dependants of each.
 const OUTBOX_JOBS: usize = 100;

@@ -3,7 +3,6 @@
 
 use redis;
 
-
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
 /// What went wrong with a queue operation.

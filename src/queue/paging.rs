@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use futures_util::future::try_join_all;
 use redis::FromRedisValue;
 
-use super::store::library::{Function, LIBRARY};
 use super::broker::Broker;
 use super::error::Result;
 use super::job::Job;
+use super::store::library::{Function, LIBRARY};
 
 /// One page of a queue's named groups.
 #[derive(Debug)]

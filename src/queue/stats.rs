@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use futures_util::future::try_join_all;
 
+use super::broker::Broker;
+use super::error::{QueueError, Result};
 use super::shards::QueueShards;
 use super::store::Call;
 use super::store::keys::Key;
 use super::store::library::{Function, LIBRARY};
-use super::broker::Broker;
-use super::error::{QueueError, Result};
 
 /// A queue's depth by state, and per priority class.
 #[derive(Debug, Clone, Default)]

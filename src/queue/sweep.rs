@@ -4,10 +4,10 @@
 //! (`crate::sweeper`) runs it on every shard of every queue, on every
 //! instance.
 
-use super::store::library::{Function, LIBRARY};
 use super::broker::Broker;
 use super::error::{QueueError, Result};
 use super::schedules::{Debt, DueSchedule};
+use super::store::library::{Function, LIBRARY};
 
 /// What one sweep of a queue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use redis;
 
 use super::lane::{Batch, Lane};
-use super::request::{Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, OutgoingJob};
+use super::request::{
+    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, OutgoingJob,
+};
 use super::wire::{Route, exchange_answers, exchange_command, malformed};
 use crate::queue::courier::Courier;
 use crate::queue::error::{QueueError, Result};

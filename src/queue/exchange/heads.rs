@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicUsize;
 use super::lane::Batch;
 use super::wire::{CLAIM_PROMOTE_BATCH, malformed};
 use crate::queue::error::Result;
-use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::Redis;
+use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 
 /// The reads of one shard's heads (the `heads` function) by the claims of

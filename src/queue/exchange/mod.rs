@@ -21,5 +21,5 @@ pub use request::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
     OutgoingJob,
 };
-pub(crate) use wire::{known_job, push_jobs};
 pub use wire::{Route, exchange_answers, exchange_command};
+pub(crate) use wire::{known_job, push_jobs};

@@ -50,7 +50,6 @@ impl NewJob {
             after,
         }
     }
-
 }
 
 impl Broker {

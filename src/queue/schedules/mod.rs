@@ -8,13 +8,13 @@ use redis::Value;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::queue::broker::Broker;
+use crate::queue::error::{QueueError, Result};
 use crate::queue::exchange::{OutgoingJob, known_job, push_jobs};
 use crate::queue::store::Call;
 use crate::queue::store::keys::Key;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::body;
-use crate::queue::broker::Broker;
-use crate::queue::error::{QueueError, Result};
 
 mod cron;
 pub use cron::{Cron, CronError};

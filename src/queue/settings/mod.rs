@@ -13,15 +13,16 @@ use std::collections::BTreeMap;
 use futures_util::future::try_join_all;
 use serde_json::{Map, Value, json};
 
-use super::store::keys::QueueKeys;
-use super::store::library::{Function, LIBRARY};
 use super::broker::Broker;
 use super::error::{QueueError, Result};
-use super::job::is_job_id;
+use super::store::keys::QueueKeys;
+use super::store::library::{Function, LIBRARY};
 
+pub mod change;
 pub mod table;
 
-use table::{Kind, OBJECTS, SETTINGS, SHARDS, Setting};
+use change::SettingsChange;
+use table::{Kind, SETTINGS, SHARDS, Setting};
 
 /// A queue's settings as its home keeps them: the fields of `meta` that
 /// are set, and the weights set.
@@ -29,19 +30,6 @@ use table::{Kind, OBJECTS, SETTINGS, SHARDS, Setting};
 pub struct Settings {
     fields: BTreeMap<String, String>,
     weights: BTreeMap<String, u32>,
-}
-
-/// A change to the settings: the `meta` fields to set (an empty value
-/// resets one), the weights to change (`None` drops one, back to 1) after
-/// dropping every weight when `clear_weights`, and a new number of
-/// shards.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SettingsChange {
-    pub fields: Vec<(&'static str, String)>,
-    pub clear_weights: bool,
-    pub group_weights: Vec<(String, Option<u32>)>,
-    /// Split the queue over this many shards; only while it holds no job.
-    pub shards: Option<u32>,
 }
 
 /// What `configure` does with a change in one shard.
@@ -55,53 +43,14 @@ enum Write {
     Wake,
 }
 
-/// Why a patch was refused: the field, by its path, and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub field: String,
-    pub reason: String,
-}
-
-fn refuse(field: impl Into<String>, reason: impl Into<String>) -> Refusal {
-    Refusal {
-        field: field.into(),
-        reason: reason.into(),
-    }
+/// The settings `configure` writes: all but the weights and the shards.
+fn configured() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS
+        .iter()
+        .filter(|s| s.path != SHARDS && !matches!(s.kind, Kind::Weights { .. }))
 }
 
 impl Kind {
-    /// What a value of this kind must be, as a refusal says it.
-    fn rule(self) -> String {
-        match self {
-            Self::Flag => "must be true or false".into(),
-            Self::Count { min, max, .. } => format!("must be {min} to {max}"),
-            Self::Rate { min, max } => format!("must be {min} to {max}"),
-            Self::Weights { max, .. } => format!("must be 1 to {max}"),
-        }
-    }
-
-    /// The value of `meta` that sets `value`, '' for one Redis keeps no
-    /// field for (the default, or `null`); `None` when out of bounds.
-    fn encode(self, value: &Value) -> Option<String> {
-        match (self, value) {
-            (_, Value::Null) => Some(String::new()),
-            (Self::Flag, Value::Bool(on)) => Some(if *on { "1".into() } else { String::new() }),
-            (Self::Count { min, max, default }, Value::Number(n)) => {
-                let n = n.as_u64().filter(|n| (min..=max).contains(n))?;
-                Some(if Some(n) == default {
-                    String::new()
-                } else {
-                    n.to_string()
-                })
-            }
-            (Self::Rate { min, max }, Value::Number(n)) => {
-                let n = n.as_f64().filter(|n| (min..=max).contains(n))?;
-                Some(n.to_string())
-            }
-            _ => None,
-        }
-    }
-
     /// The API's value for what `meta` holds (`None`: nothing).
     fn decode(self, stored: Option<&str>) -> Value {
         match self {
@@ -118,128 +67,6 @@ impl Kind {
             Self::Weights { .. } => Value::Null,
         }
     }
-}
-
-impl SettingsChange {
-    /// The change a JSON merge patch (RFC 7396) of the settings asks for:
-    /// a field left out stays, `null` resets it. Refused, naming the
-    /// field, when a field is unknown or a value is not one its setting
-    /// takes.
-    pub fn from_patch(patch: &Map<String, Value>) -> std::result::Result<Self, Refusal> {
-        let mut change = Self::default();
-        for (name, value) in patch {
-            if let Some(object) = OBJECTS.iter().find(|object| object.name == name) {
-                match value {
-                    Value::Null => {
-                        for member in object.members() {
-                            change.fields.push((member.field, String::new()));
-                        }
-                    }
-                    Value::Object(fields) => {
-                        for (field, value) in fields {
-                            let path = format!("{name}.{field}");
-                            let setting = SETTINGS
-                                .iter()
-                                .find(|setting| setting.path == path)
-                                .ok_or_else(|| refuse(&path, format!("unknown field `{field}`")))?;
-                            change.set(setting, value)?;
-                        }
-                    }
-                    _ => return Err(refuse(name, "must be an object or null")),
-                }
-                continue;
-            }
-            let setting = SETTINGS
-                .iter()
-                .find(|setting| setting.path == name)
-                .ok_or_else(|| refuse(name, format!("unknown field `{name}`")))?;
-            change.set(setting, value)?;
-        }
-        Ok(change)
-    }
-
-    fn set(
-        &mut self,
-        setting: &'static Setting,
-        value: &Value,
-    ) -> std::result::Result<(), Refusal> {
-        let refused = || refuse(setting.path, setting.kind.rule());
-        match setting.kind {
-            Kind::Weights { max, groups } => match value {
-                Value::Null => self.clear_weights = true,
-                Value::Object(weights) => {
-                    if weights.len() > groups {
-                        return Err(refuse(
-                            setting.path,
-                            format!("must hold at most {groups} groups"),
-                        ));
-                    }
-                    for (group, weight) in weights {
-                        let field = format!("{}.{group}", setting.path);
-                        if !is_job_id(group) {
-                            return Err(refuse(
-                                field,
-                                "a group is 1 to 128 of A-Z a-z 0-9 _ . : -",
-                            ));
-                        }
-                        let weight = match weight {
-                            Value::Null => None,
-                            weight => Some(
-                                weight
-                                    .as_u64()
-                                    .filter(|w| (1..=max).contains(w))
-                                    .and_then(|w| u32::try_from(w).ok())
-                                    .ok_or_else(|| refuse(&field, setting.kind.rule()))?,
-                            ),
-                        };
-                        self.group_weights.push((group.clone(), weight));
-                    }
-                }
-                _ => return Err(refused()),
-            },
-            _ if setting.path == SHARDS => {
-                let encoded = setting.kind.encode(value).ok_or_else(refused)?;
-                self.shards = Some(encoded.parse().unwrap_or(1));
-            }
-            kind => {
-                let encoded = kind.encode(value).ok_or_else(refused)?;
-                self.fields.push((setting.field, encoded));
-            }
-        }
-        Ok(())
-    }
-
-    /// The change that makes a shard's settings `settings`, whatever they
-    /// were.
-    fn replacing(settings: &Settings) -> Self {
-        Self {
-            fields: configured()
-                .map(|setting| {
-                    let value = settings.fields.get(setting.field).cloned();
-                    (setting.field, value.unwrap_or_default())
-                })
-                .collect(),
-            clear_weights: true,
-            group_weights: settings
-                .weights
-                .iter()
-                .map(|(group, weight)| (group.clone(), Some(*weight)))
-                .collect(),
-            shards: None,
-        }
-    }
-
-    /// Whether it changes anything but the number of shards.
-    fn changes_fields(&self) -> bool {
-        self.clear_weights || !self.group_weights.is_empty() || !self.fields.is_empty()
-    }
-}
-
-/// The settings `configure` writes: all but the weights and the shards.
-fn configured() -> impl Iterator<Item = &'static Setting> {
-    SETTINGS
-        .iter()
-        .filter(|s| s.path != SHARDS && !matches!(s.kind, Kind::Weights { .. }))
 }
 
 /// The functions' reply: the settings in `meta` and the weights hash,
@@ -285,6 +112,26 @@ impl Settings {
             }
         }
         view
+    }
+
+    /// The change that makes a shard's settings these, whatever they
+    /// were.
+    fn replacement(&self) -> SettingsChange {
+        SettingsChange {
+            fields: configured()
+                .map(|setting| {
+                    let value = self.fields.get(setting.field).cloned();
+                    (setting.field, value.unwrap_or_default())
+                })
+                .collect(),
+            clear_weights: true,
+            group_weights: self
+                .weights
+                .iter()
+                .map(|(group, weight)| (group.clone(), Some(*weight)))
+                .collect(),
+            shards: None,
+        }
     }
 
     /// Whether claims hand out nothing.
@@ -391,7 +238,7 @@ impl Broker {
         // router's call there is refused.
         try_join_all((1..old).map(|s| step(keys(s, old), "set", 1))).await?;
         let settings = self.settings_in(&keys(0, old)).await?;
-        let copy = SettingsChange::replacing(&settings);
+        let copy = settings.replacement();
         for shard in 1..shards {
             self.configure_in(&keys(shard, shards), &copy, Write::Quiet)
                 .await?;
@@ -405,67 +252,6 @@ impl Broker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn patch(value: &Value) -> std::result::Result<SettingsChange, Refusal> {
-        SettingsChange::from_patch(value.as_object().expect("an object"))
-    }
-
-    #[test]
-    fn a_patch_names_the_fields_it_sets_and_resets() {
-        let change = patch(&json!({"paused": false, "max_in_flight": 10, "rate_limit": null}))
-            .expect("valid");
-        let mut fields = change.fields.clone();
-        fields.sort();
-        assert_eq!(
-            fields,
-            [
-                ("max_in_flight", "10".to_owned()),
-                ("paused", String::new()),
-                ("rate_burst", String::new()),
-                ("rate_per_second", String::new()),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_patch_is_refused_naming_the_field_and_its_bounds() {
-        for (value, field, reason) in [
-            (
-                json!({"max_in_flight": 0}),
-                "max_in_flight",
-                "must be 1 to 1000000",
-            ),
-            (
-                json!({"max_in_flight": "5"}),
-                "max_in_flight",
-                "must be 1 to 1000000",
-            ),
-            (
-                json!({"rate_limit": {"per_second": 0.0001}}),
-                "rate_limit.per_second",
-                "must be 0.001 to 1000000",
-            ),
-            (
-                json!({"rate_limit": {"every": 1}}),
-                "rate_limit.every",
-                "unknown field `every`",
-            ),
-            (
-                json!({"rate_limit": 5}),
-                "rate_limit",
-                "must be an object or null",
-            ),
-            (
-                json!({"group_weights": {"a": 101}}),
-                "group_weights.a",
-                "must be 1 to 100",
-            ),
-            (json!({"paused": 1}), "paused", "must be true or false"),
-            (json!({"pasued": true}), "pasued", "unknown field `pasued`"),
-        ] {
-            assert_eq!(patch(&value), Err(refuse(field, reason)));
-        }
-    }
 
     #[test]
     fn settings_read_back_as_the_api_shows_them() {

@@ -26,8 +26,8 @@ use super::exchange::lane::{Lane, LaneMetrics};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, HeadsBatch};
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::record;
-use crate::queue::settings::table::MAX_SHARDS;
 use super::store::{Call, Redis, bounded_by};
+use crate::queue::settings::table::MAX_SHARDS;
 
 /// Queues whose shards this instance keeps before it drops the idle ones.
 const KEPT_QUEUES: usize = 1024;

@@ -13,8 +13,8 @@ use std::sync::LazyLock;
 
 use redis::{self, Cmd};
 
-use super::keys::{Key, QueueKeys};
 use super::call::{Call, Repeat};
+use super::keys::{Key, QueueKeys};
 use crate::queue::settings::table;
 
 /// The files of `lua/lib/`, which define no function, loaded first in

@@ -1,0 +1,191 @@
+//! The lane against a batch of its own: group commit, limits, failures.
+
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+/// Doubles numbers; each call waits for a permit, so a test decides
+/// when calls return. Counts calls.
+#[derive(Debug)]
+struct Doubler {
+    gate: Arc<Semaphore>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Batch for Doubler {
+    type Entry = i64;
+    type Reply = i64;
+
+    fn size(_: &i64) -> (usize, usize) {
+        (400, 8)
+    }
+
+    async fn call(&self, entries: &[i64]) -> Result<Vec<Result<i64>>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.gate.acquire().await.expect("open").forget();
+        if entries.contains(&0) {
+            return Err(QueueError::Unknown(anyhow::anyhow!("the call failed")));
+        }
+        Ok(entries
+            .iter()
+            .map(|n| {
+                if *n < 0 {
+                    Err(QueueError::NotFound)
+                } else {
+                    Ok(n * 2)
+                }
+            })
+            .collect())
+    }
+}
+
+fn lane() -> (Arc<Lane<Doubler>>, Arc<Semaphore>, Arc<AtomicUsize>) {
+    let gate = Arc::new(Semaphore::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let lane = Lane::new(
+        Doubler {
+            gate: Arc::clone(&gate),
+            calls: Arc::clone(&calls),
+        },
+        Duration::from_secs(30),
+        LaneMetrics::new("test"),
+    );
+    (Arc::new(lane), gate, calls)
+}
+
+/// Submits `n` from a task of its own.
+fn spawn_submit(lane: &Arc<Lane<Doubler>>, n: i64) -> tokio::task::JoinHandle<Result<i64>> {
+    let lane = Arc::clone(lane);
+    tokio::spawn(async move { lane.submit(n).await })
+}
+
+async fn until_calls(calls: &AtomicUsize, n: usize) {
+    while calls.load(Ordering::SeqCst) < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn until_waiting(lane: &Lane<Doubler>, n: usize) {
+    while lane.state().waiting.len() < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn until_idle(lane: &Lane<Doubler>) {
+    while lane.state().busy {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn requests_arriving_during_a_call_go_together_in_the_next() {
+    let (lane, gate, calls) = lane();
+    let first = spawn_submit(&lane, 1);
+    until_calls(&calls, 1).await;
+    // Each entry is 400 items: two fit a call, the third waits.
+    let rest: Vec<_> = [2, -3, 4]
+        .into_iter()
+        .map(|n| {
+            let lane = Arc::clone(&lane);
+            tokio::spawn(async move { lane.submit(n).await })
+        })
+        .collect();
+    until_waiting(&lane, 3).await;
+    gate.add_permits(3);
+    assert_eq!(first.await.expect("joins").expect("doubled"), 2);
+    let mut outcomes = Vec::new();
+    for handle in rest {
+        outcomes.push(handle.await.expect("joins"));
+    }
+    assert_eq!(outcomes[0].as_ref().ok(), Some(&4));
+    assert!(matches!(outcomes[1], Err(QueueError::NotFound)));
+    assert_eq!(outcomes[2].as_ref().ok(), Some(&8));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_request_dropped_before_its_call_is_not_sent() {
+    let (lane, gate, calls) = lane();
+    let first = spawn_submit(&lane, 1);
+    until_calls(&calls, 1).await;
+    let dropped = spawn_submit(&lane, 5);
+    until_waiting(&lane, 1).await;
+    dropped.abort();
+    let _ = dropped.await;
+    gate.add_permits(1);
+    assert_eq!(first.await.expect("joins").expect("doubled"), 2);
+    until_idle(&lane).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "no call for the dropped one"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_found_the_lane_idle_and_went_away_hands_the_lane_on() {
+    let (lane, gate, calls) = lane();
+    let leader = spawn_submit(&lane, 1);
+    until_calls(&calls, 1).await;
+    let behind = spawn_submit(&lane, 5);
+    until_waiting(&lane, 1).await;
+    // The leader's call carried it alone: dropping it cancels that
+    // call only, and what queued behind it is sent all the same.
+    leader.abort();
+    let _ = leader.await;
+    gate.add_permits(1);
+    assert_eq!(behind.await.expect("joins").expect("doubled"), 10);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    until_idle(&lane).await;
+    // Idle again: the next request leads its own call.
+    gate.add_permits(1);
+    assert_eq!(lane.submit(2).await.expect("doubled"), 4);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn requests_waiting_behind_a_failed_call_are_refused_unsent() {
+    let (lane, gate, calls) = lane();
+    let failing = spawn_submit(&lane, 0);
+    until_calls(&calls, 1).await;
+    let behind = spawn_submit(&lane, 5);
+    until_waiting(&lane, 1).await;
+    gate.add_permits(1);
+    let failed = failing.await.expect("joins");
+    assert!(matches!(failed, Err(QueueError::Unknown(_))), "{failed:?}");
+    let refused = behind.await.expect("joins");
+    assert!(
+        matches!(refused, Err(QueueError::Unavailable(_))),
+        "{refused:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // The lane serves again afterwards.
+    gate.add_permits(1);
+    assert_eq!(lane.submit(3).await.expect("doubled"), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_times_out_unsent_reports_no_effect() {
+    let (lane, _gate, calls) = lane();
+    let first = spawn_submit(&lane, 1);
+    until_calls(&calls, 1).await;
+    // Two entries fill the next call; the third waits for the one after,
+    // which cannot start before the third's own deadline.
+    let queued: Vec<_> = [2, 3, 4]
+        .into_iter()
+        .map(|n| {
+            let lane = Arc::clone(&lane);
+            tokio::spawn(async move { lane.submit(n).await })
+        })
+        .collect();
+    until_waiting(&lane, 3).await;
+    let first = first.await.expect("joins");
+    assert!(matches!(first, Err(QueueError::Unknown(_))), "{first:?}");
+    let last = queued
+        .into_iter()
+        .last()
+        .expect("three")
+        .await
+        .expect("joins");
+    assert!(matches!(last, Err(QueueError::Unavailable(_))), "{last:?}");
+}
