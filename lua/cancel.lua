@@ -4,11 +4,7 @@
 -- a cancel was asked, and it ends `cancelled` on its ack (its result
 -- kept), its nack or its lease's end, never delivered again. A job
 -- already cancelled answers as it is.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, groups,
---   completed, results, progress, expiry, expiry:due, dedup, dedup:of,
---   dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] the
 --   reason ('' for none)
 -- Returns: the job's view (for a job cancelled and removed, as it was

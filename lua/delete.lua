@@ -2,10 +2,7 @@
 -- included. A group's head that is deleted is replaced by the group's next
 -- job; a dedup key the job holds is let go at once; the jobs that depend
 -- on a job deleted before it ended hear that it was deleted.
--- KEYS: pending, scheduled, processing, dead, jobs, meta, groups, leases,
---   completed, results, progress, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels, waiting, after,
---   after:left, after:done, after:early, outbox, outbox:due, depended
+-- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   'dead' to delete only a dead job, 'any' otherwise
 -- Returns: 1, or 2 when the job's dependants elsewhere are still to be

@@ -7,12 +7,7 @@
 -- ('unmark'). Before a purge drops them, 'dependants' lists the jobs whose
 -- dependants in other queues have not heard of their end, for prioq to
 -- tell them (the job deleted, or how it ended when its outbox holds it).
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules, schedules:due,
---   schedules:runs, schedules:owed, schedules:paid, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE, CLAIMS, SCHEDULES
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
 --   'unmark', 'dependants' or 'drop'
 -- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the

@@ -6,10 +6,7 @@
 -- of the queue's state and one write of it, whatever the mix (see the ack,
 -- enqueue and claim parts). When the call claims, jobs whose expiry has
 -- come are ended first, then due scheduled jobs are promoted.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels, waiting,
---   after, after:left, after:done, after:early, outbox, outbox:due, depended
+-- KEYS: LIFE, CLAIMS
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most (and expired jobs to end, before
 --   and during the claims), ARGV[4] bulk floor in parts per million of

@@ -1,9 +1,6 @@
 -- extend: moves a lease's deadline to now + lease_ms; the token stays. A
 -- progress report, when given, replaces the job's last one.
--- KEYS: scheduled, processing, dead, jobs, leases, completed, results,
---   progress, meta, expiry, dedup:of, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: VIEW, meta
 -- ARGV[1] id, ARGV[2] lease token, ARGV[3] lease_ms, ARGV[4] progress
 --   (JSON, '' for none)
 -- Returns: the job's view.

@@ -10,11 +10,7 @@
 -- recorded as owed, with the schedule's definition, and the caller makes
 -- the job in its shard with `pay`, then clears the debt; a sweeper pays
 -- debts left behind.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules:due, schedules:runs,
---   schedules:owed, expiry, expiry:due, dedup, dedup:of, dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE, schedules:due, schedules:runs, schedules:owed
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
 --   name, ARGV[4] its fire time seen due (ms), ARGV[5] the fire time to
 --   run (ms), ARGV[6] the one after it ('' for none), ARGV[7] the number

@@ -10,11 +10,7 @@
 -- of the rate limit lets out. A claim picks, claim after claim, the shard
 -- whose next score is the lowest: so a claim of N jobs takes what N
 -- claims of one would.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, claims, claims:until,
---   expiry, expiry:due, dedup, dedup:of, dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE, CLAIMS
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] how many due
 --   scheduled jobs to promote at most, ARGV[4] how many claims of one,
 --   ARGV[5] bulk floor in parts per million of jobs handed out, ARGV[6]

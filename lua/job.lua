@@ -1,8 +1,5 @@
 -- job: reads one job in any state.
--- KEYS: scheduled, processing, dead, jobs, leases, completed, results,
---   progress, expiry, dedup:of, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: VIEW
 -- ARGV[1] id
 -- Returns: the job's view, or nil when it is unknown.
 -- Errors: none; every outcome is in the reply.

@@ -2,11 +2,7 @@
 -- behind the jobs already waiting in its class (of its group), to
 -- scheduled after a delay, or to the DLQ when asked or when its attempts
 -- are used up; a job whose cancel was asked ends cancelled instead.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
 --   lease token, ARGV[5] delay_ms, ARGV[6] '1' to dead-letter, ARGV[7] new
 --   priority ('' keeps it), ARGV[8] '1' when ARGV[9] is an error text,

@@ -2,11 +2,7 @@
 -- shard (see `fire`), once: a shard remembers the fires it made for a day,
 -- so a debt paid twice (its clearing was lost, a sweeper paid it too)
 -- makes its job once.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules:paid, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: LIFE, schedules:paid
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] the schedule's
 --   name, ARGV[4] the number of shards the caller routed for, then an
 --   enqueues section of one request of one job (see the enqueue part).

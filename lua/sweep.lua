@@ -16,11 +16,7 @@
 -- to dependants never made (see lib/deps.lua); and gives a listed queue
 -- the marks it lacks (see `give_marks`). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, schedules, schedules:due,
---   schedules:owed, claims, claims:until, expiry, expiry:due,
---   dedup, dedup:of, dedup:until, cancels, waiting, after,
---   after:left, after:done, after:early, outbox, outbox:due, depended
+-- KEYS: LIFE, CLAIMS, SCHEDULES
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)

@@ -4,10 +4,7 @@
 -- whose dependency failed fails (unless it ignores failures). An end told
 -- before its dependant was made waits for it in `after:early`. A queue
 -- that is not on the list of queues (deleted) hears nothing.
--- KEYS: pending, scheduled, processing, dead, jobs, leases, meta, weights,
---   groups, completed, results, progress, expiry, expiry:due, dedup,
---   dedup:of, dedup:until, cancels, waiting, after, after:left, after:done,
---   after:early, outbox, outbox:due, depended
+-- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, then per end the
 --   dependant's id, the dependency's ref ("<queue>/<id>"), its outcome
 --   ('c', 'd', 'x' or 'g') and its result ('' for none)

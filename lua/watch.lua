@@ -1,10 +1,7 @@
 -- watch: reads one job for a wait on it, and makes the jobs of the queue
 -- that end during the wait (and a second more) be published on its `done`
 -- channel: `w` in `meta` moves to the end of the wait when it is later.
--- KEYS: scheduled, processing, dead, jobs, leases, completed, results,
---   progress, meta, expiry, dedup:of, cancels,
---   waiting, after, after:left, after:done, after:early, outbox, outbox:due,
---   depended
+-- KEYS: VIEW, meta
 -- ARGV[1] id, ARGV[2] how long the wait lasts at most (ms)
 -- Returns: the job's view, or nil when it is unknown.
 -- Errors: none; every outcome is in the reply.

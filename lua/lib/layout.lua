@@ -13,9 +13,11 @@
 -- the settings) in front of them, and loads the whole once per Redis
 -- primary: the helpers are defined at load, not on every call.
 --
--- The keys of one queue, all in its hash slot. A function is given only
--- the keys it uses, in the order its header lists them, and builds a table
--- `q` of them by name:
+-- The keys of one queue, all in its hash slot. A function is given the
+-- keys of the sets its header names (VIEW: what a job's view reads; LIFE:
+-- that and what a job's transitions write; CLAIMS; SCHEDULES: see the
+-- keys table in src/queue/store/keys.rs) and the keys it names besides,
+-- and builds a table `q` of them by name:
 --   pending    zset   claimable jobs: id -> priority + tag * 2^-44
 --   scheduled  zset   id -> run_at (ms)
 --   processing zset   id -> lease deadline (ms); and MARK -> +inf (see

@@ -22,143 +22,111 @@
 pub const MARK: &str =
     "mark: longer than 64 bytes, it keeps this set a skiplist, this hash a hash table";
 
-/// One key of a queue; what each holds is in `lua/lib/layout.lua`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    Pending,
-    Scheduled,
-    Processing,
-    Dead,
-    Jobs,
-    Leases,
-    Meta,
-    Weights,
-    Groups,
-    Completed,
-    Results,
-    Progress,
-    Schedules,
-    ScheduleDue,
-    ScheduleRuns,
-    ScheduleOwed,
-    SchedulePaid,
-    Claims,
-    ClaimsUntil,
-    Expiry,
-    ExpiryDue,
-    Dedup,
-    DedupOf,
-    DedupUntil,
-    Cancels,
-    Waiting,
-    After,
-    AfterLeft,
-    AfterDone,
-    AfterEarly,
-    Outbox,
-    OutboxDue,
-    Depended,
-    /// The list of queues: the one key of no queue's slot.
-    Queues,
+/// Every key of a queue, one row each: its variant, its name after the
+/// queue's hash tag (as `lua/` headers list it), the field a function's
+/// code names it by (`q.pending`, `q.due`...), and the sets it is in. What
+/// each holds is in `lua/lib/layout.lua`.
+macro_rules! keys {
+    ($($key:ident $name:literal $field:ident [$($set:ident),*],)*) => {
+        /// One key of a queue.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Key {
+            $($key,)*
+        }
+
+        impl Key {
+            pub const ALL: [Self; [$($name),*].len()] = [$(Self::$key),*];
+
+            /// The key's name after the queue's hash tag.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$key => $name,)*
+                }
+            }
+
+            /// The key's field in the table of keys a function's code
+            /// names them by.
+            pub fn field(self) -> &'static str {
+                match self {
+                    $(Self::$key => stringify!($field),)*
+                }
+            }
+
+            /// Whether the key is in `set`.
+            pub fn is_in(self, set: KeySet) -> bool {
+                match self {
+                    $(Self::$key => [$(KeySet::$set),*].contains(&set),)*
+                }
+            }
+        }
+    };
 }
 
-impl Key {
-    pub const ALL: [Self; 34] = [
-        Self::Pending,
-        Self::Scheduled,
-        Self::Processing,
-        Self::Dead,
-        Self::Jobs,
-        Self::Leases,
-        Self::Meta,
-        Self::Weights,
-        Self::Groups,
-        Self::Completed,
-        Self::Results,
-        Self::Progress,
-        Self::Schedules,
-        Self::ScheduleDue,
-        Self::ScheduleRuns,
-        Self::ScheduleOwed,
-        Self::SchedulePaid,
-        Self::Claims,
-        Self::ClaimsUntil,
-        Self::Expiry,
-        Self::ExpiryDue,
-        Self::Dedup,
-        Self::DedupOf,
-        Self::DedupUntil,
-        Self::Cancels,
-        Self::Waiting,
-        Self::After,
-        Self::AfterLeft,
-        Self::AfterDone,
-        Self::AfterEarly,
-        Self::Outbox,
-        Self::OutboxDue,
-        Self::Depended,
-        Self::Queues,
-    ];
+keys! {
+    Pending      "pending"        pending       [Life],
+    Scheduled    "scheduled"      scheduled     [View, Life],
+    Processing   "processing"     processing    [View, Life],
+    Dead         "dead"           dead          [View, Life],
+    Jobs         "jobs"           jobs          [View, Life],
+    Leases       "leases"         leases        [View, Life],
+    Meta         "meta"           meta          [Life],
+    Weights      "weights"        weights       [Life],
+    Groups       "groups"         groups        [Life],
+    Completed    "completed"      completed     [View, Life],
+    Results      "results"        results       [View, Life],
+    Progress     "progress"       progress      [View, Life],
+    Schedules    "schedules"      schedules     [Schedules],
+    ScheduleDue  "schedules:due"  due           [Schedules],
+    ScheduleRuns "schedules:runs" runs          [Schedules],
+    ScheduleOwed "schedules:owed" owed          [Schedules],
+    SchedulePaid "schedules:paid" paid          [Schedules],
+    Claims       "claims"         claims        [Claims],
+    ClaimsUntil  "claims:until"   claims_until  [Claims],
+    Expiry       "expiry"         expiry        [View, Life],
+    ExpiryDue    "expiry:due"     expiry_due    [Life],
+    Dedup        "dedup"          dedup         [Life],
+    DedupOf      "dedup:of"       dedup_of      [View, Life],
+    DedupUntil   "dedup:until"    dedup_until   [Life],
+    Cancels      "cancels"        cancels       [View, Life],
+    Waiting      "waiting"        waiting       [View, Life],
+    After        "after"          after         [View, Life],
+    AfterLeft    "after:left"     after_left    [View, Life],
+    AfterDone    "after:done"     after_done    [View, Life],
+    AfterEarly   "after:early"    after_early   [View, Life],
+    Outbox       "outbox"         outbox        [View, Life],
+    OutboxDue    "outbox:due"     outbox_due    [View, Life],
+    Depended     "depended"       depended      [View, Life],
+    // The list of queues: the one key of no queue's slot.
+    Queues       "queues"         queues        [],
+}
 
-    /// The key's name after the queue's hash tag, as `lua/` headers list it.
+/// Keys that go together, named once: a function of the library takes
+/// whole sets (see `store::library`), so a key every job needs is one row
+/// above, and every function that runs a job's life takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySet {
+    /// What a job's view reads: the sets of its states, its record and
+    /// lease, its result and progress, its expiry, dedup key and cancel,
+    /// its dependencies and its dependants.
+    View,
+    /// What a job's life reads and writes: its view's keys, and the
+    /// queue's fair order (`pending`, `meta`, `weights`, `groups`), the
+    /// expiry's and dedup keys' order.
+    Life,
+    /// The answers of claims kept under their request ids.
+    Claims,
+    /// The schedules, their fire times and the fires owed and paid.
+    Schedules,
+}
+
+impl KeySet {
+    /// The set's name as `lua/` headers list it, in capitals.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Pending => "pending",
-            Self::Scheduled => "scheduled",
-            Self::Processing => "processing",
-            Self::Dead => "dead",
-            Self::Jobs => "jobs",
-            Self::Leases => "leases",
-            Self::Meta => "meta",
-            Self::Weights => "weights",
-            Self::Groups => "groups",
-            Self::Completed => "completed",
-            Self::Results => "results",
-            Self::Progress => "progress",
-            Self::Schedules => "schedules",
-            Self::ScheduleDue => "schedules:due",
-            Self::ScheduleRuns => "schedules:runs",
-            Self::ScheduleOwed => "schedules:owed",
-            Self::SchedulePaid => "schedules:paid",
-            Self::Claims => "claims",
-            Self::ClaimsUntil => "claims:until",
-            Self::Expiry => "expiry",
-            Self::ExpiryDue => "expiry:due",
-            Self::Dedup => "dedup",
-            Self::DedupOf => "dedup:of",
-            Self::DedupUntil => "dedup:until",
-            Self::Cancels => "cancels",
-            Self::Waiting => "waiting",
-            Self::After => "after",
-            Self::AfterLeft => "after:left",
-            Self::AfterDone => "after:done",
-            Self::AfterEarly => "after:early",
-            Self::Outbox => "outbox",
-            Self::OutboxDue => "outbox:due",
-            Self::Depended => "depended",
-            Self::Queues => "queues",
-        }
-    }
-}
-
-impl Key {
-    /// The key's field in the table of keys a function's code names them
-    /// by (`q.pending`, `q.due`...).
-    pub fn field(self) -> &'static str {
-        match self {
-            Self::ScheduleDue => "due",
-            Self::ScheduleRuns => "runs",
-            Self::ScheduleOwed => "owed",
-            Self::SchedulePaid => "paid",
-            Self::ClaimsUntil => "claims_until",
-            Self::ExpiryDue => "expiry_due",
-            Self::DedupOf => "dedup_of",
-            Self::DedupUntil => "dedup_until",
-            Self::AfterLeft => "after_left",
-            Self::AfterDone => "after_done",
-            Self::AfterEarly => "after_early",
-            Self::OutboxDue => "outbox_due",
-            other => other.name(),
+            Self::View => "VIEW",
+            Self::Life => "LIFE",
+            Self::Claims => "CLAIMS",
+            Self::Schedules => "SCHEDULES",
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use redis::{self, Cmd};
 
 use super::call::{Call, Repeat};
-use super::keys::{Key, QueueKeys};
+use super::keys::{Key, KeySet, QueueKeys};
 use crate::queue::settings::table;
 
 /// The files of `lua/lib/`, which define no function, loaded first in
@@ -56,7 +56,8 @@ struct Spec {
     /// Its file's name in `lua/`, and its name in Redis before the version.
     stem: &'static str,
     file: &'static str,
-    /// The keys it takes, in order.
+    /// The sets of keys it takes, and the keys it takes besides.
+    sets: &'static [KeySet],
     keys: &'static [Key],
     access: Access,
     /// The arguments every call starts with: 0 none, 1 the queue's wake-up
@@ -65,6 +66,17 @@ struct Spec {
     /// Whether a call may be sent twice (`exchange`'s depends on what it
     /// carries: see `ExchangeBatch`).
     repeat: Repeat,
+}
+
+impl Spec {
+    /// The keys it takes, in the order of `Key::ALL`: those of its sets
+    /// and its own.
+    fn taken(&self) -> Vec<Key> {
+        Key::ALL
+            .into_iter()
+            .filter(|key| self.keys.contains(key) || self.sets.iter().any(|set| key.is_in(*set)))
+            .collect()
+    }
 }
 
 /// A row's file: its own stem's, or the one it names with `in`.
@@ -78,10 +90,13 @@ macro_rules! file_of {
 }
 
 /// The library's functions, each one row: its `Function`, its stem and
-/// file, its keys, whether it only reads, its leading arguments, and
+/// file, the sets of keys it takes (`{...}`, see `KeySet`) and its other
+/// keys (`[...]`), whether it only reads, its leading arguments, and
 /// whether a call may be sent twice.
 macro_rules! functions {
-    ($($function:ident $stem:literal $(in $file:literal)? [$($key:ident),*] $access:ident $leading:literal $repeat:ident,)*) => {
+    ($($function:ident $stem:literal $(in $file:literal)?:
+        $({$($set:ident),*})? $([$($key:ident),*])?
+        $access:ident $leading:literal $repeat:ident,)*) => {
         /// A function of the library.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Function {
@@ -92,7 +107,8 @@ macro_rules! functions {
         const FUNCTIONS: &[Spec] = &[$(Spec {
             stem: $stem,
             file: include_str!(concat!("../../../lua/", file_of!($($file,)? $stem), ".lua")),
-            keys: &[$(Key::$key),*],
+            sets: &[$($(KeySet::$set),*)?],
+            keys: &[$($(Key::$key),*)?],
             access: Access::$access,
             leading: $leading,
             repeat: Repeat::$repeat,
@@ -101,36 +117,36 @@ macro_rules! functions {
 }
 
 functions! {
-    Exchange "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Once,
-    Drain "drain" in "exchange" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
-    Heads "heads" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
-    Extend "extend" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 0 Safe,
-    Nack "nack" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
-    Sweep "sweep" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleOwed, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
-    Job "job" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Reads 0 Safe,
-    Watch "watch" [Scheduled, Processing, Dead, Jobs, Leases, Completed, Results, Progress, Meta, Expiry, DedupOf, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 0 Safe,
-    Cancel "cancel" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
-    Delete "delete" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Leases, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Once,
-    Requeue "requeue" [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2 Once,
-    DeadJobs "dead_jobs" [Dead, Jobs] Reads 0 Safe,
-    Stats "stats" [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed, Waiting] Reads 0 Safe,
-    Ready "ready" [] Drains 0 Safe,
-    Groups "groups" [Groups, Meta, Weights] Reads 0 Safe,
-    Settings "settings" [Meta, Weights] Reads 0 Safe,
-    Configure "configure" [Meta, Weights] Writes 1 Safe,
-    Fire "fire" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, ScheduleDue, ScheduleRuns, ScheduleOwed, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Once,
-    Schedules "schedules" [Schedules, ScheduleDue, ScheduleRuns] Reads 0 Safe,
-    PutSchedule "put_schedule" [Schedules, ScheduleDue, ScheduleRuns, Meta] Writes 0 Safe,
-    DeleteSchedule "delete_schedule" [Schedules, ScheduleDue, ScheduleRuns] Drains 0 Once,
-    Pay "pay" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, SchedulePaid, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
-    Reshard "reshard" [Meta, Jobs] Writes 0 Safe,
-    Register "register" [Queues] Writes 0 Safe,
-    Listing "listing" [Meta, Processing, Leases] Writes 0 Safe,
-    Dependency "dependency" [Jobs, Dead, Completed, Results, Cancels, Meta, Depended] Writes 0 Safe,
-    Tell "tell" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Writes 2 Safe,
-    Outbox "outbox" [Outbox, OutboxDue, Meta] Reads 0 Safe,
-    Sent "sent" [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
-    Drop "drop" [Pending, Scheduled, Processing, Dead, Jobs, Leases, Meta, Weights, Groups, Completed, Results, Progress, Schedules, ScheduleDue, ScheduleRuns, ScheduleOwed, SchedulePaid, Claims, ClaimsUntil, Expiry, ExpiryDue, Dedup, DedupOf, DedupUntil, Cancels, Waiting, After, AfterLeft, AfterDone, AfterEarly, Outbox, OutboxDue, Depended] Drains 2 Safe,
+    Exchange "exchange": {Life, Claims} Writes 2 Once,
+    Drain "drain" in "exchange": {Life, Claims} Drains 2 Once,
+    Heads "heads": {Life, Claims} Drains 2 Safe,
+    Extend "extend": {View} [Meta] Drains 0 Safe,
+    Nack "nack": {Life} Drains 2 Once,
+    Sweep "sweep": {Life, Claims, Schedules} Drains 2 Safe,
+    Job "job": {View} Reads 0 Safe,
+    Watch "watch": {View} [Meta] Drains 0 Safe,
+    Cancel "cancel": {Life} Drains 2 Safe,
+    Delete "delete": {Life} Drains 2 Once,
+    Requeue "requeue": [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2 Once,
+    DeadJobs "dead_jobs": [Dead, Jobs] Reads 0 Safe,
+    Stats "stats": [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed, Waiting] Reads 0 Safe,
+    Ready "ready": Drains 0 Safe,
+    Groups "groups": [Groups, Meta, Weights] Reads 0 Safe,
+    Settings "settings": [Meta, Weights] Reads 0 Safe,
+    Configure "configure": [Meta, Weights] Writes 1 Safe,
+    Fire "fire": {Life} [ScheduleDue, ScheduleRuns, ScheduleOwed] Writes 2 Once,
+    Schedules "schedules": [Schedules, ScheduleDue, ScheduleRuns] Reads 0 Safe,
+    PutSchedule "put_schedule": [Schedules, ScheduleDue, ScheduleRuns, Meta] Writes 0 Safe,
+    DeleteSchedule "delete_schedule": [Schedules, ScheduleDue, ScheduleRuns] Drains 0 Once,
+    Pay "pay": {Life} [SchedulePaid] Writes 2 Safe,
+    Reshard "reshard": [Meta, Jobs] Writes 0 Safe,
+    Register "register": [Queues] Writes 0 Safe,
+    Listing "listing": [Meta, Processing, Leases] Writes 0 Safe,
+    Dependency "dependency": [Jobs, Dead, Completed, Results, Cancels, Meta, Depended] Writes 0 Safe,
+    Tell "tell": {Life} Writes 2 Safe,
+    Outbox "outbox": [Outbox, OutboxDue, Meta] Reads 0 Safe,
+    Sent "sent": [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
+    Drop "drop": {Life, Claims, Schedules} Drains 2 Safe,
 }
 
 impl Function {
@@ -161,7 +177,7 @@ fn lua_table() -> String {
     let mut out = String::from("local QUEUE_OF = {\n");
     for spec in FUNCTIONS {
         let fields: Vec<String> = spec
-            .keys
+            .taken()
             .iter()
             .enumerate()
             .map(|(i, key)| format!("{} = keys[{}]", key.field(), i + 1))
@@ -189,6 +205,8 @@ pub struct Library {
     source: String,
     /// By `Function as usize`.
     names: Vec<String>,
+    /// The keys each function takes, by `Function as usize`.
+    keys: Vec<Vec<Key>>,
 }
 
 /// The library this build of prioq calls.
@@ -211,6 +229,7 @@ pub static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             .iter()
             .map(|spec| format!("{}_{version}", spec.stem))
             .collect(),
+        keys: FUNCTIONS.iter().map(Spec::taken).collect(),
         version,
     }
 });
@@ -241,20 +260,21 @@ impl Library {
         /// A key's bytes, about: prefix, hash tag, name.
         const KEY_BYTES: usize = 48;
         let spec = function.spec();
+        let keys = &self.keys[function as usize];
         // Room for the keys and a single job's arguments from the start:
         // the command's buffers otherwise grow by reallocation, several
         // times per call.
         let mut cmd = redis::Cmd::with_capacity(
-            spec.keys.len() + CALL_ARGS,
-            KEY_BYTES * spec.keys.len() + CALL_ARG_BYTES,
+            keys.len() + CALL_ARGS,
+            KEY_BYTES * keys.len() + CALL_ARG_BYTES,
         );
         cmd.arg(if spec.access == Access::Reads {
             "FCALL_RO"
         } else {
             "FCALL"
         });
-        cmd.arg(&self.names[function as usize]).arg(spec.keys.len());
-        for key in spec.keys {
+        cmd.arg(&self.names[function as usize]).arg(keys.len());
+        for key in keys {
             cmd.arg(queue.key(*key));
         }
         if spec.leading >= 1 {
@@ -325,8 +345,9 @@ mod tests {
     }
 
     #[test]
-    fn every_key_a_function_takes_is_in_its_header() {
-        // The header's `-- KEYS:` line lists the keys by name, in order.
+    fn every_function_names_its_sets_and_keys_in_its_header() {
+        // The header's `-- KEYS:` line names the sets of keys, in capitals,
+        // then the other keys, as the row does.
         for spec in FUNCTIONS {
             // The list may go on over lines that start with `--   `.
             let mut lines = spec.file.lines();
@@ -341,20 +362,36 @@ mod tests {
                 }
             }
             let listed: Vec<&str> = text.split(", ").filter(|key| !key.is_empty()).collect();
-            let taken: Vec<&str> = spec.keys.iter().map(|key| key.name()).collect();
-            assert_eq!(listed, taken, "{}", spec.stem);
+            let named: Vec<&str> = (spec.sets.iter().map(|set| set.name()))
+                .chain(spec.keys.iter().map(|key| key.name()))
+                .collect();
+            assert_eq!(listed, named, "{}", spec.stem);
+        }
+    }
+
+    #[test]
+    fn a_key_named_by_a_row_is_not_in_its_sets() {
+        for spec in FUNCTIONS {
+            for key in spec.keys {
+                assert!(
+                    !spec.sets.iter().any(|set| key.is_in(*set)),
+                    "{}: {} is in one of its sets already",
+                    spec.stem,
+                    key.name()
+                );
+            }
         }
     }
 
     #[test]
     fn every_function_names_its_keys_from_the_table() {
-        for spec in FUNCTIONS.iter().filter(|spec| !spec.keys.is_empty()) {
+        for spec in FUNCTIONS.iter().filter(|spec| !spec.taken().is_empty()) {
             // A function sharing another's file shares its keys.
             let owner = FUNCTIONS
                 .iter()
                 .find(|other| other.file == spec.file)
                 .unwrap_or(spec);
-            assert_eq!(owner.keys, spec.keys, "{}", spec.stem);
+            assert_eq!(owner.taken(), spec.taken(), "{}", spec.stem);
             let call = format!("queue_of('{}', keys, argv)", owner.stem);
             assert!(
                 spec.file.contains(&call),
