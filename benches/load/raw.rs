@@ -10,8 +10,8 @@ use prioq::queue::store::keys::{Key, QueueKeys};
 use prioq::queue::store::library::LIBRARY;
 use prioq::queue::store::record;
 use prioq::queue::{
-    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, OutgoingJob, Route, exchange_answers,
-    exchange_command,
+    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, JobOptions, OutgoingJob, Route,
+    exchange_answers, exchange_command,
 };
 use redis::{self, Value, aio::MultiplexedConnection};
 use serde_json::value::RawValue;
@@ -70,15 +70,17 @@ impl Calls {
         let jobs = (0..n)
             .map(|_| OutgoingJob {
                 id: record::new_id(),
-                priority: PRIORITY,
-                delay_ms: 0,
-                max_attempts: MAX_ATTEMPTS,
-                group: None,
-                retain_ms,
                 body: body.to_vec(),
+                options: JobOptions {
+                    priority: PRIORITY,
+                    delay_ms: 0,
+                    max_attempts: MAX_ATTEMPTS,
+                    group: None,
+                    retain_ms,
+                    expiry: None,
+                    dedup: None,
+                },
                 arrival: None,
-                expiry: None,
-                dedup: None,
                 after: None,
             })
             .collect();

@@ -106,9 +106,9 @@ impl ScheduleRequest {
             timezone: self.timezone,
             task: job.task,
             args: job.args,
-            priority: job.priority,
-            max_attempts: job.max_attempts,
-            group: job.group,
+            priority: job.options.priority,
+            max_attempts: job.options.max_attempts,
+            group: job.options.group,
             retain_ms: self.retain_ms,
             paused: self.paused,
         };

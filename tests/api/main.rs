@@ -26,6 +26,7 @@ mod fuzz;
 mod group_rate;
 mod guide;
 mod history_checker;
+mod layers;
 mod leases;
 mod library;
 mod ops;

@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::objects;
 use crate::http::params::{QueueName, is_job_id};
 use crate::otel::TraceHeaders;
-use crate::queue::{After, Dedup, Expiry, MAX_RETAIN_MS, NewJob};
+use crate::queue::{After, Dedup, Expiry, JobOptions, MAX_RETAIN_MS, NewJob};
 
 const MAX_TASK_CHARS: usize = 200;
 const MAX_DELAY_MS: u64 = 2_592_000_000;
@@ -253,13 +253,15 @@ impl EnqueueRequest {
             id: self.id,
             task: self.task,
             args: self.args,
-            priority: self.priority,
-            delay_ms: self.delay_ms,
-            max_attempts,
-            group: self.group,
-            retain_ms: self.retain_ms,
-            expiry,
-            dedup,
+            options: JobOptions {
+                priority: self.priority,
+                delay_ms: self.delay_ms,
+                max_attempts,
+                group: self.group,
+                retain_ms: self.retain_ms,
+                expiry,
+                dedup,
+            },
             after,
             trace: None,
         })

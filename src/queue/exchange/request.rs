@@ -5,26 +5,19 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use crate::queue::job::{Dedup, Expiry, Job};
+use crate::queue::job::{Job, JobOptions};
 
 /// A job on its way to the `exchange` function.
 #[derive(Debug)]
 pub struct OutgoingJob {
     pub id: String,
-    pub priority: u8,
-    pub delay_ms: u64,
-    pub max_attempts: u32,
-    pub group: Option<String>,
-    /// `None` for the queue's retention.
-    pub retain_ms: Option<u64>,
     /// The record's body (`record::body`).
     pub body: Vec<u8>,
+    pub options: JobOptions,
     /// In a sharded queue, its arrival number when its request took one
     /// for each of its jobs, in order, before it was split over shards;
     /// `None` takes the next of its call's (see `Route`).
     pub arrival: Option<u64>,
-    pub expiry: Option<Expiry>,
-    pub dedup: Option<Dedup>,
     /// Its dependencies as the enqueue part takes them: `<d|i>` (a failed
     /// one fails the job, or is ignored), then each ref `queue/id`, after
     /// `=` when it lives in the job's own shard, space-separated.

@@ -85,18 +85,24 @@ pub(crate) fn push_jobs(
                 Some(*n - 1)
             })
         });
+        let options = &job.options;
         cmd.arg(&job.id)
-            .arg(job.priority)
-            .arg(job.delay_ms)
-            .arg(job.max_attempts)
-            .arg(job.group.as_deref().unwrap_or(""))
-            .arg(job.retain_ms.map(|ms| ms.to_string()).unwrap_or_default())
+            .arg(options.priority)
+            .arg(options.delay_ms)
+            .arg(options.max_attempts)
+            .arg(options.group.as_deref().unwrap_or(""))
+            .arg(
+                options
+                    .retain_ms
+                    .map(|ms| ms.to_string())
+                    .unwrap_or_default(),
+            )
             .arg(&job.body)
             .arg(arrival.map(|n| n.to_string()).unwrap_or_default())
-            .arg(job.expiry.map_or_else(String::new, |expiry| {
+            .arg(options.expiry.map_or_else(String::new, |expiry| {
                 format!("{}{}", expiry.in_ms, if expiry.drop { ":drop" } else { "" })
             }))
-            .arg(job.dedup.as_ref().map_or_else(String::new, |dedup| {
+            .arg(options.dedup.as_ref().map_or_else(String::new, |dedup| {
                 let mode = if dedup.replace { 'r' } else { 'd' };
                 format!("{mode}{}:{}", dedup.ttl_ms, dedup.key)
             }))

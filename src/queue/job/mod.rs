@@ -116,6 +116,20 @@ pub struct NewJob {
     pub id: Option<String>,
     pub task: String,
     pub args: Box<RawValue>,
+    pub options: JobOptions,
+    /// The jobs it waits for.
+    pub after: Option<After>,
+    /// The W3C trace it was enqueued under.
+    pub trace: Option<TraceHeaders>,
+}
+
+/// How a job is to be run: the options of an enqueue that go with the job
+/// to the functions as they are (its id, task and args go as its record's
+/// body, its dependencies once registered). A new job option is a field
+/// here, its argument in `exchange::wire::push_jobs`, and the Lua that
+/// reads it (`lua/lib/enqueue.lua`).
+#[derive(Debug, Clone)]
+pub struct JobOptions {
     pub priority: u8,
     pub delay_ms: u64,
     pub max_attempts: u32,
@@ -127,10 +141,6 @@ pub struct NewJob {
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
     pub dedup: Option<Dedup>,
-    /// The jobs it waits for.
-    pub after: Option<After>,
-    /// The W3C trace it was enqueued under.
-    pub trace: Option<TraceHeaders>,
 }
 
 /// When a job not claimed by then is never delivered, and what becomes of
@@ -167,19 +177,20 @@ pub struct After {
 impl NewJob {
     /// The job as it was created under `id` at `now` (ms).
     pub(crate) fn into_job(self, id: String, now: i64) -> Job {
-        let delay = i64::try_from(self.delay_ms).unwrap_or(i64::MAX);
+        let options = self.options;
+        let delay = i64::try_from(options.delay_ms).unwrap_or(i64::MAX);
         Job {
             id,
             task: self.task,
             args: self.args,
-            priority: self.priority,
+            priority: options.priority,
             state: if delay > 0 {
                 JobState::Scheduled
             } else {
                 JobState::Pending
             },
             attempts: 0,
-            max_attempts: self.max_attempts,
+            max_attempts: options.max_attempts,
             enqueued_at_ms: now,
             run_at_ms: (delay > 0).then(|| now + delay),
             lease: None,
@@ -188,12 +199,12 @@ impl NewJob {
             completed_at_ms: None,
             result: None,
             progress: None,
-            group: self.group,
+            group: options.group,
             schedule: None,
-            expires_at_ms: self
+            expires_at_ms: options
                 .expiry
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),
-            dedup_key: self.dedup.map(|dedup| dedup.key),
+            dedup_key: options.dedup.map(|dedup| dedup.key),
             cancel: None,
             dependencies: None,
             dependants: Vec::new(),

@@ -32,11 +32,6 @@ impl NewJob {
     fn outgoing(&self, id: &str, arrival: Option<u64>, after: Option<String>) -> OutgoingJob {
         OutgoingJob {
             id: id.to_owned(),
-            priority: self.priority,
-            delay_ms: self.delay_ms,
-            max_attempts: self.max_attempts,
-            group: self.group.clone(),
-            retain_ms: self.retain_ms,
             body: record::body(
                 self.trace
                     .as_ref()
@@ -44,9 +39,8 @@ impl NewJob {
                 &self.task,
                 self.args.get(),
             ),
+            options: self.options.clone(),
             arrival,
-            expiry: self.expiry,
-            dedup: self.dedup.clone(),
             after,
         }
     }
@@ -63,7 +57,7 @@ impl Broker {
         let ids: Vec<String> = jobs
             .iter()
             .map(|job| {
-                job.id.clone().unwrap_or_else(|| match &job.dedup {
+                job.id.clone().unwrap_or_else(|| match &job.options.dedup {
                     Some(dedup) => shards.new_id(keys::shard_of(&dedup.key, shards.count())),
                     None => shards.new_id(turn),
                 })

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use crate::queue::broker::Broker;
 use crate::queue::error::{QueueError, Result};
 use crate::queue::exchange::{OutgoingJob, known_job, push_jobs};
+use crate::queue::job::JobOptions;
 use crate::queue::store::Call;
 use crate::queue::store::keys::Key;
 use crate::queue::store::library::{Function, LIBRARY};
@@ -359,15 +360,17 @@ impl ScheduleSpec {
     fn job(&self, id: &str) -> OutgoingJob {
         OutgoingJob {
             id: id.to_owned(),
-            priority: self.priority,
-            delay_ms: 0,
-            max_attempts: self.max_attempts,
-            group: self.group.clone(),
-            retain_ms: Some(self.retain_ms),
             body: body(None, &self.task, self.args.get()),
+            options: JobOptions {
+                priority: self.priority,
+                delay_ms: 0,
+                max_attempts: self.max_attempts,
+                group: self.group.clone(),
+                retain_ms: Some(self.retain_ms),
+                expiry: None,
+                dedup: None,
+            },
             arrival: None,
-            expiry: None,
-            dedup: None,
             after: None,
         }
     }
