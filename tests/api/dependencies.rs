@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::support::clock::{ms_of, now_ms};
 use crate::support::redis_server::command_calls;
 use crate::support::{
-    RedisServer, Service, TestApp, redis, redis_connection, spawn_app_with, test_config,
+    Answer, RedisServer, Service, TestApp, redis, redis_connection, spawn_app_with, test_config,
     unique_prefix, until,
 };
 
@@ -322,16 +322,7 @@ pub(crate) async fn check_refs(config: Config) {
     ]))
     .await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-    let states: Vec<&Value> = answer.body["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .map(|job| &job["state"])
-        .collect();
-    assert_eq!(
-        states,
-        [&json!("pending"), &json!("waiting"), &json!("waiting")]
-    );
+    assert_eq!(states(&answer), ["pending", "waiting", "waiting"]);
     run(&app, "q", "first", json!(null)).await;
     run_when_pending(&app, "q", "second").await;
     run_when_pending(&app, "q", "third").await;
@@ -440,16 +431,7 @@ pub(crate) async fn check_batch_across_shards(config: Config, shards: u32) {
         )
         .await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-    let states: Vec<&Value> = answer.body["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .map(|job| &job["state"])
-        .collect();
-    assert_eq!(
-        states,
-        [&json!("pending"), &json!("waiting"), &json!("waiting")]
-    );
+    assert_eq!(states(&answer), ["pending", "waiting", "waiting"]);
     run(&app, "q", &a, json!(null)).await;
     run_when_pending(&app, "q", &b).await;
     run_when_pending(&app, "q", &c).await;
@@ -669,4 +651,12 @@ async fn a_nack_a_cancel_and_a_delete_tell_dependants_in_other_queues_at_once() 
             "{job}"
         );
     }
+}
+
+/// The states of the jobs of a batch's answer, in order.
+fn states(answer: &Answer) -> Vec<&str> {
+    let jobs = answer.body["jobs"].as_array().expect("jobs");
+    jobs.iter()
+        .map(|job| job["state"].as_str().expect("a state"))
+        .collect()
 }

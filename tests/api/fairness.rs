@@ -12,7 +12,9 @@ use tokio::time::Instant;
 
 use prioq::config::Config;
 
-use crate::support::app::{configure, enqueue_many, patch_settings};
+use crate::support::app::{
+    a_long_poll_waits_for_the_next_token, configure, enqueue_many, patch_settings,
+};
 use crate::support::{TestApp, spawn_app, spawn_app_with, test_config, until};
 
 /// Claims up to `count` jobs one request at a time; answers their ids in
@@ -393,15 +395,7 @@ async fn a_rate_limited_long_poll_sleeps_until_its_next_token() {
         json!({"rate_limit": {"per_second": 2.0, "burst": 1}}),
     )
     .await;
-    assert_eq!(app.claim("q", json!({})).await.len(), 1);
-    let started = Instant::now();
-    let jobs = app.claim("q", json!({"wait_ms": 5000})).await;
-    let took = started.elapsed();
-    assert_eq!(jobs.len(), 1, "a token came within the wait");
-    assert!(
-        took >= Duration::from_millis(350) && took < Duration::from_millis(1500),
-        "the next token comes after about 500 ms: {took:?}"
-    );
+    a_long_poll_waits_for_the_next_token(&app, "q").await;
 }
 
 #[tokio::test]

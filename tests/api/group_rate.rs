@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::support::app::{configure, enqueue_many};
+use crate::support::app::{a_long_poll_waits_for_the_next_token, configure, enqueue_many};
 use crate::support::{TestApp, spawn_app, spawn_app_with, test_config};
 
 /// Claims one job at a time until a claim finds none; answers how many
@@ -141,15 +141,7 @@ async fn a_long_poll_held_by_a_group_s_limit_wakes_for_its_next_token() {
     )
     .await;
     enqueue_many(&app, "q", Some("g"), 1, "g-", 5).await;
-    assert_eq!(app.claim("q", json!({})).await.len(), 1);
-    let started = Instant::now();
-    let jobs = app.claim("q", json!({"wait_ms": 5000})).await;
-    let took = started.elapsed();
-    assert_eq!(jobs.len(), 1, "a token came within the wait");
-    assert!(
-        took >= Duration::from_millis(350) && took < Duration::from_millis(1500),
-        "the next token comes after about 500 ms: {took:?}"
-    );
+    a_long_poll_waits_for_the_next_token(&app, "q").await;
 }
 
 #[tokio::test]

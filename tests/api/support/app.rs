@@ -279,6 +279,22 @@ pub(crate) async fn configure(app: &TestApp, queue: &str, patch: Value) -> Value
     answer.body
 }
 
+/// Under a limit of 2 jobs a second with a burst of 1 (a queue's or a
+/// group's), with jobs waiting: a claim takes the one token, and a long
+/// poll after it is answered with a job when the next token comes, about
+/// 500 ms later, neither at once nor at the end of its wait.
+pub(crate) async fn a_long_poll_waits_for_the_next_token(app: &TestApp, queue: &str) {
+    assert_eq!(app.claim(queue, json!({})).await.len(), 1);
+    let started = tokio::time::Instant::now();
+    let jobs = app.claim(queue, json!({"wait_ms": 5000})).await;
+    let took = started.elapsed();
+    assert_eq!(jobs.len(), 1, "a token came within the wait");
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_millis(1500),
+        "the next token comes after about 500 ms: {took:?}"
+    );
+}
+
 /// Enqueues `count` jobs of `group` (none for `None`) at `priority`, in
 /// batches, with ids `{prefix}{n}`.
 pub(crate) async fn enqueue_many(
