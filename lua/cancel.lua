@@ -1,8 +1,8 @@
 -- cancel: cancels a job. A waiting job (pending, scheduled, in its group
 -- set) ends `cancelled` at once: kept for its retention, else removed. A
--- processing job is marked (its `cancels` entry): its extends answer that
--- a cancel was asked, and it ends `cancelled` on its ack (its result
--- kept), its nack or its lease's end, never delivered again. A job
+-- processing job gets a cancel request (its `cancels` entry): its extends
+-- answer that a cancel was asked, and it ends `cancelled` on its ack (its
+-- result kept), its nack or its lease's end, never delivered again. A job
 -- already cancelled answers as it is.
 -- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] the

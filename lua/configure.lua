@@ -73,7 +73,7 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
       redis.call('HSET', weights, change[1], change[2])
     end
   end
-  -- The fair order's step: the largest weight.
+  -- The fair order's stride: the largest weight.
   local largest = 0
   for _, value in ipairs(redis.call('HVALS', weights)) do
     largest = math.max(largest, tonumber(value))

@@ -1,17 +1,17 @@
--- drop: a step of deleting a queue, in one shard. prioq marks every
--- shard first ('mark': its enqueues and its schedule writes are refused
+-- drop: a step of deleting a queue, in one shard. prioq seals every
+-- shard first ('seal': its enqueues and its schedule writes are refused
 -- from then on, see `registered`) and counts their jobs; when it may go on
 -- (none, or a purge), it takes the queue off the list of queues and drops
 -- every shard ('drop': every key of the shard is unlinked: jobs, settings,
--- schedules, group sets, dependants sets); else it takes the marks back
--- ('unmark'). Before a purge drops them, 'dependants' lists the jobs whose
+-- schedules, group sets, dependants sets); else it takes the seals back
+-- ('unseal'). Before a purge drops them, 'dependants' lists the jobs whose
 -- dependants in other queues have not heard of their end, for prioq to
 -- tell them (the job deleted, or how it ended when its outbox holds it).
 -- KEYS: LIFE, CLAIMS, SCHEDULES
--- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'mark',
---   'unmark', 'dependants' or 'drop'
--- Returns: for 'mark', {the jobs the shard holds in any state, 1 when the
---   shard holds anything at all (else it was not marked) or 0}; for
+-- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'seal',
+--   'unseal', 'dependants' or 'drop'
+-- Returns: for 'seal', {the jobs the shard holds in any state, 1 when the
+--   shard holds anything at all (else it was not sealed) or 0}; for
 --   'dependants', per such job its id, its end as an outbox entry
 --   ("<outcome>:<result>", 'g:' for deleted; see lib/deps.lua) and its
 --   dependants in other queues ("<queue>/<id>" each); else 1.
@@ -22,7 +22,7 @@ redis.register_function{
   callback = function(keys, argv)
     local q = queue_of('drop', keys, argv)
     local mode = argv[3]
-    if mode == 'mark' then
+    if mode == 'seal' then
       if redis.call('EXISTS', unpack(keys)) == 0 then return {0, 0} end
       redis.call('HSET', q.meta, 'deleting', '1')
       return {redis.call('HLEN', q.jobs), 1}
@@ -45,7 +45,7 @@ redis.register_function{
       end
       return out
     end
-    if mode == 'unmark' then
+    if mode == 'unseal' then
       redis.call('HDEL', q.meta, 'deleting')
       return 1
     end

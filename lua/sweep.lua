@@ -39,7 +39,7 @@ redis.register_function{
   callback = function(keys, argv)
     local q = queue_of('sweep', keys, argv)
     local c = context(q)
-    if c.meta.registered == '1' and get(c, 'layout') ~= LAYOUT then give_marks(q) end
+    if c.meta.registered == '1' and get(c, 'layout') ~= META_MARK then give_marks(q) end
     local now, batch = now_ms(), tonumber(argv[3])
     local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0

@@ -26,8 +26,8 @@
 //!   shards and merges their answers; `exchange` sends the concurrent
 //!   enqueues, claims and acks of a shard together (`lane`: group commit)
 //!   as one call of the `exchange` function (`request`, what a call
-//!   carries; `wire`, how it is written and read; `heads`, a sharded
-//!   claim's reads of the shards); `courier` the notices of outboxes to
+//!   carries; `wire`, how it is written and read; `line`, a sharded
+//!   claim's reads of the shards' lines); `courier` the notices of outboxes to
 //!   send; `wake` the long-poll and job-end wake-ups between instances;
 //!   `job` a job (`Job`, `NewJob` and its `JobOptions`; `decode`, from the
 //!   functions' view). [`queue::store`] is the Redis side: `connection`

@@ -73,12 +73,9 @@ impl Calls {
                 body: body.to_vec(),
                 options: JobOptions {
                     priority: PRIORITY,
-                    delay_ms: 0,
                     max_attempts: MAX_ATTEMPTS,
-                    group: None,
                     retain_ms,
-                    expiry: None,
-                    dedup: None,
+                    ..JobOptions::default()
                 },
                 arrival: None,
                 after: None,

@@ -4,7 +4,7 @@
 -- Its section of ARGV: the number of requests, then per request its
 -- number of jobs and nine ARGV per job: id, priority, delay_ms,
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
--- queue's), body (see the record layout), in a sharded queue its
+-- queue's), body (see the record format), in a sharded queue its
 -- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
 -- for none, else expires_in_ms, followed by ':drop' when on_expiry is
 -- drop; its dedup ('' for none, else "<d|r><ttl ms>:<key>"); and its

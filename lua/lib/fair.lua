@@ -2,7 +2,7 @@
 -- limits, tags, heads and their refills.
 
 local function weight(c, group)
-  if group == '' or c.step == 1 then return 1 end
+  if group == '' or c.stride == 1 then return 1 end
   c.weights = c.weights or {}
   local value = c.weights[group]
   if value == nil then
@@ -121,8 +121,8 @@ local function take_tags(c, prios, groups, arrivals, restarted)
     -- than their arrival number, taken from one counter in the queue's
     -- home: tags compare across shards, so claims keep arrival order.
     local arrival = arrivals and arrivals[i]
-    if group == '' and arrival then tag = math.max(tag, arrival * c.step) end
-    local finish = tag + (group == '' and c.step or c.step / weight(c, group))
+    if group == '' and arrival then tag = math.max(tag, arrival * c.stride) end
+    local finish = tag + (group == '' and c.stride or c.stride / weight(c, group))
     if finish >= SPAN then
       restarted = restarted or {}
       if restarted[prio] or not restart_class(c, prio) then return nil end

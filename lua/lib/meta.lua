@@ -144,7 +144,7 @@ local function context(q, more)
     meta = meta,
     dirty = {},
     settings = settings_of(values),
-    step = tonumber(meta.max_weight) or 1,
+    stride = tonumber(meta.max_weight) or 1,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.
     weights = nil,
@@ -164,7 +164,7 @@ local function registered(q, c)
   local on, deleting = meta.registered, meta.deleting
   if not c then on, deleting = unpack(redis.call('HMGET', q.meta, 'registered', 'deleting')) end
   if deleting then return 'DELETING' end
-  -- A mark other than 1 is a registration under way, or cut short.
+  -- A listing other than 1 is a registration under way, or cut short.
   if on ~= '1' then return 'UNREGISTERED' end
   return nil
 end

@@ -337,11 +337,11 @@ local function token_of(lease)
   return string.match(lease, '^([^:/]*)')
 end
 
--- The mark of a `leases` entry: the retention (ms) of a job kept once
--- acked, 'done' for a completed job, nil for neither.
-local function mark_of(lease)
-  local mark = string.match(lease, '^[^:/]*/([^:]*):')
-  return tonumber(mark) or mark
+-- What a `leases` entry says after its token: the retention (ms) of a job
+-- kept once acked, 'done' for a completed job, nil for neither.
+local function retention_of(lease)
+  local retention = string.match(lease, '^[^:/]*/([^:]*):')
+  return tonumber(retention) or retention
 end
 
 -- Checks that `token` is the job's current lease: answers the lease entry,
@@ -352,7 +352,7 @@ local function current_lease(q, id, token)
     if redis.call('HEXISTS', q.jobs, id) == 1 then return nil, 'LEASE_LOST' end
     return nil, 'NOT_FOUND'
   end
-  if token_of(lease) ~= token or mark_of(lease) == 'done' then return nil, 'LEASE_LOST' end
+  if token_of(lease) ~= token or retention_of(lease) == 'done' then return nil, 'LEASE_LOST' end
   return lease
 end
 
@@ -389,16 +389,16 @@ local function ack_all(c, argv, first, last, now)
       statuses[i] = 'NOT_FOUND'
     elseif lease and token_of(lease) == token then
       statuses[i] = 'OK'
-      local mark = mark_of(lease)
-      if mark ~= 'done' then
+      local retention = retention_of(lease)
+      if retention ~= 'done' then
         ending[#ending + 1] = id
         -- A job whose dedup key is still held is kept completed until
         -- the key is let go.
         local held = keyed and held_for(c, id, now)
-        if held and (mark or 0) < held then mark = held end
-        if mark then
+        if held and (retention or 0) < held then retention = held end
+        if retention then
           acked[id] = token
-          kept[#kept + 1] = {id, mark, argv[first + 3 * i - 1], lease}
+          kept[#kept + 1] = {id, retention, argv[first + 3 * i - 1], lease}
         else
           acked[id] = false
           gone[#gone + 1] = id
@@ -434,19 +434,19 @@ local function ack_all(c, argv, first, last, now)
       forget_cancels(c, gone)
     end
     if #kept > 0 then
-      local until_, results, marks = {}, {}, {}
+      local until_, results, completions = {}, {}, {}
       for _, job in ipairs(kept) do
         local id, retain, result, lease = job[1], job[2], job[3], job[4]
         until_[#until_ + 1] = ms(now + retain)
         until_[#until_ + 1] = id
         results[#results + 1] = id
         results[#results + 1] = ms(now) .. ':' .. result
-        marks[#marks + 1] = id
-        marks[#marks + 1] = token_of(lease) .. '/done:' .. string.match(lease, '^[^:]*:(.*)$')
+        completions[#completions + 1] = id
+        completions[#completions + 1] = token_of(lease) .. '/done:' .. string.match(lease, '^[^:]*:(.*)$')
       end
       redis.call('ZADD', q.completed, unpack(until_))
       redis.call('HSET', q.results, unpack(results))
-      redis.call('HSET', q.leases, unpack(marks))
+      redis.call('HSET', q.leases, unpack(completions))
     end
     if next(cancelled) then
       local completed, ends = {}, {}

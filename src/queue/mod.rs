@@ -9,7 +9,7 @@
 //! - `shards`: which shards a queue has, routing each operation to its
 //!   shards and merging their answers.
 //! - `exchange`: the concurrent enqueues, claims and acks of a queue sent
-//!   together in one call (`lane`: group commit) and the call's layout
+//!   together in one call (`lane`: group commit) and the call's wire format
 //!   (`wire`).
 //! - `store`: the Redis side: connections, the function library, key
 //!   names, a job's stored form.

@@ -1,10 +1,10 @@
 //! The list of queues: the sweepers sweep the queues listed, and
 //! `GET /v1/queues` lists them. A queue is listed before its first job or
-//! schedule is written, and each of its shards carries a mark that it is
+//! schedule is written, and each of its shards carries its listing
 //! (`registered` in `meta`), so a function writing to a queue that is not
 //! listed (new, or deleted meanwhile) refuses before writing and prioq
 //! lists it and writes again. Listing is bounded (`max_queues`). Deleting
-//! a queue marks its shards, takes it off the list and drops its keys.
+//! a queue seals its shards, takes it off the list and drops its keys.
 
 use std::collections::HashSet;
 use std::sync::{MutexGuard, PoisonError};
@@ -18,15 +18,15 @@ use super::store::keys::{self, Key};
 use super::store::library::{Function, LIBRARY};
 use super::store::record::new_id;
 
-/// How often a registration whose mark a deletion took away tries again.
+/// How often a registration whose listing a deletion took away tries again.
 const LISTING_TRIES: usize = 5;
 
 impl Broker {
     /// Puts the queue on the list, once per queue and instance, or again
-    /// when `again` (a write found it unlisted). Each shard is marked with
-    /// a token of this registration first, the queue listed, then the
-    /// marks made good while they still hold the token: a deletion that
-    /// ran meanwhile leaves the marks gone, and the next write lists the
+    /// when `again` (a write found it unlisted). Each shard's listing is a
+    /// token of this registration first, the queue listed, then the
+    /// listings made good while they still hold the token: a deletion that
+    /// ran meanwhile leaves the listings gone, and the next write lists the
     /// queue again. So a queue that takes writes is always on the list.
     pub(super) async fn register(&self, queue: &str, again: bool) -> Result<()> {
         if !again && self.is_registered(queue) {
@@ -34,7 +34,7 @@ impl Broker {
         }
         let shards = self.shards.of(queue).await?;
         // A registration racing this one joins it: both list the queue and
-        // confirm the same mark.
+        // confirm the same listing.
         for _ in 0..LISTING_TRIES {
             let token = new_id();
             let begun = try_join_all(shards.shards.iter().map(|shard| {
@@ -43,14 +43,14 @@ impl Broker {
                 async move { self.call::<String>(&cmd).await }
             }))
             .await?;
-            if begun.iter().all(|mark| mark == "1") {
+            if begun.iter().all(|listing| listing == "1") {
                 self.registered_queues().insert(queue.to_owned());
                 return Ok(());
             }
-            let marks = |mode: &'static str| {
-                try_join_all(shards.shards.iter().zip(&begun).map(move |(shard, mark)| {
+            let listings = |mode: &'static str| {
+                try_join_all(shards.shards.iter().zip(&begun).map(move |(shard, token)| {
                     let mut cmd = LIBRARY.call(Function::Listing, &shard.keys);
-                    cmd.arg(mode).arg(mark);
+                    cmd.arg(mode).arg(token);
                     async move { self.call::<i64>(&cmd).await }
                 }))
             };
@@ -59,12 +59,12 @@ impl Broker {
             match self.call::<i64>(&cmd).await {
                 Ok(_) => {}
                 Err(QueueError::LimitReached(_)) => {
-                    marks("abandon").await?;
+                    listings("abandon").await?;
                     return Err(QueueError::LimitReached("queues (PRIOQ_MAX_QUEUES)"));
                 }
                 Err(error) => return Err(error),
             }
-            let confirmed = marks("confirm").await?;
+            let confirmed = listings("confirm").await?;
             if !confirmed.contains(&0) {
                 self.registered_queues().insert(queue.to_owned());
                 return Ok(());
@@ -112,9 +112,9 @@ impl Broker {
 
     /// Deletes a queue: its jobs (only with `purge`; else `HoldsJobs` while
     /// it holds any), settings, schedules and every key, and takes it off
-    /// the list. Every shard is marked first, so no job or schedule is
+    /// the list. Every shard is sealed first, so no job or schedule is
     /// written meanwhile (such writes answer `Deleting`); a deletion cut
-    /// short leaves the marks, and the same request finishes it. `NotFound`
+    /// short leaves the seals, and the same request finishes it. `NotFound`
     /// for a queue neither listed nor holding anything.
     pub async fn delete_queue(&self, queue: &str, purge: bool) -> Result<()> {
         let shards = self.shards.reroute(queue).await?;
@@ -125,7 +125,7 @@ impl Broker {
                 async move { self.call::<redis::Value>(&cmd).await }
             }))
         };
-        let marks: Vec<(u64, u64)> = step("mark")
+        let sealed: Vec<(u64, u64)> = step("seal")
             .await?
             .into_iter()
             .map(|reply| redis::from_redis_value(reply).map_err(QueueError::from))
@@ -133,11 +133,11 @@ impl Broker {
         let mut member = Call::safe(redis::cmd("SISMEMBER"));
         member.arg(shards.home().keys.key(Key::Queues)).arg(queue);
         let listed: bool = self.call(&member).await?;
-        if !listed && marks.iter().all(|(_, exists)| *exists == 0) {
+        if !listed && sealed.iter().all(|(_, exists)| *exists == 0) {
             return Err(QueueError::NotFound);
         }
-        if !purge && marks.iter().any(|(jobs, _)| *jobs > 0) {
-            step("unmark").await?;
+        if !purge && sealed.iter().any(|(jobs, _)| *jobs > 0) {
+            step("unseal").await?;
             return Err(QueueError::HoldsJobs);
         }
         if purge {

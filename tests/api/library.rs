@@ -130,7 +130,7 @@ async fn cluster_functions_are_loaded_again_on_every_primary() {
 /// `layout` field, written when the queue is listed, keeps it a hash
 /// table; `processing` and `leases`, written by every claim and ack, keep
 /// a mark for the same reason, which the count of jobs in flight leaves
-/// out (see lua/lib/layout.lua).
+/// out (see lua/lib/keys.lua).
 #[tokio::test]
 async fn a_listed_queue_keeps_meta_processing_and_leases_out_of_listpacks() {
     let app = spawn_app_with(test_config()).await;

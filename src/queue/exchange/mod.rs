@@ -3,20 +3,20 @@
 //! requests of all three that arrive together on one queue go in one call
 //! of the `exchange` function, acks first, then enqueues, then claims; the
 //! call's reply becomes one answer per request (`wire`). The claims of a
-//! sharded queue read each shard's line first (`heads`).
+//! sharded queue read each shard's line first (`line`).
 //!
-//! `request`: the requests and their answers; `wire`: the call's layout,
+//! `request`: the requests and their answers; `wire`: the call's wire format,
 //! written and read; `batch`: a lane's batch as one call; `lane`: group
 //! commit.
 
 mod batch;
-mod heads;
 pub(crate) mod lane;
+mod line;
 mod request;
 mod wire;
 
 pub(crate) use batch::{ExchangeBatch, reserve_arrivals};
-pub(crate) use heads::{Heads, HeadsBatch, HeadsEntry, Line};
+pub(crate) use line::{Line, LineBatch, LineEntry, LineRead};
 pub use request::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
     OutgoingJob,

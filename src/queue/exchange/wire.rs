@@ -1,6 +1,6 @@
-//! The `exchange` function's argument and reply layout, in one place for
-//! prioq and for tools that call the function directly (the load
-//! benchmark's raw-Redis baseline): `exchange_command` lays out the
+//! The `exchange` function's wire format (its arguments and its reply),
+//! in one place for prioq and for tools that call the function directly
+//! (the load benchmark's raw-Redis baseline): `exchange_command` lays out the
 //! requests of one call, `exchange_answers` turns its reply into one
 //! answer per request. The other functions that enqueue (`fire`, `pay`)
 //! take the same enqueue section (`push_jobs`).
@@ -26,13 +26,13 @@ pub(crate) const CLAIM_PROMOTE_BATCH: u32 = 100;
 /// `{'replaced', view}` for a waiting job its dedup key replaced, or
 /// `{'made', view}` for a job created with dependencies.
 pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
-    let (view, mark) = match item {
+    let (view, kind) = match item {
         Value::Int(1) => return Ok(None),
         Value::Array(items) if items.len() == 2 => {
-            let [mark, view]: [Value; 2] = items.try_into().map_err(|_| malformed())?;
+            let [kind, view]: [Value; 2] = items.try_into().map_err(|_| malformed())?;
             (
                 view,
-                String::from_redis_value(mark).map_err(|_| malformed())?,
+                String::from_redis_value(kind).map_err(|_| malformed())?,
             )
         }
         view => (view, String::new()),
@@ -40,8 +40,8 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
     let job = Job::from_redis_value(view).map_err(|_| malformed())?;
     Ok(Some(Known {
         job,
-        replaced: mark == "replaced",
-        made: mark == "made",
+        replaced: kind == "replaced",
+        made: kind == "made",
     }))
 }
 
@@ -68,7 +68,7 @@ type RawExchange = (
 );
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// layout): their number, then eleven arguments per job. `sharded` holds,
+/// wire format): their number, then eleven arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(

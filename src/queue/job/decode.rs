@@ -100,7 +100,7 @@ impl Job {
 }
 
 /// The deadline of an `expiry` entry, `<ms>` or `<ms>:drop` (see
-/// `lua/lib/layout.lua`); `None` for `""`, no entry.
+/// `lua/lib/keys.lua`); `None` for `""`, no entry.
 pub(crate) fn expires_at(entry: &str) -> Option<i64> {
     entry.split(':').next()?.parse().ok()
 }
@@ -186,7 +186,7 @@ fn decode_view(
 }
 
 /// A `leases` entry, `token:worker`, the token perhaps followed by `/` and
-/// a mark (see `lua/lib/layout.lua`).
+/// the job's retention or `done` (see `lua/lib/keys.lua`).
 fn parse_lease(entry: &str, expires_at_ms: i64) -> Option<Lease> {
     let (token, worker) = entry.split_once(':')?;
     let token = token.split('/').next()?;

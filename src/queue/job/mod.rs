@@ -127,7 +127,8 @@ pub struct NewJob {
 /// to the functions as they are (its id, task and args go as its record's
 /// body, its dependencies once registered). A new job option is a field
 /// here, its argument in `exchange::wire::push_jobs`, and the Lua that
-/// reads it (`lua/lib/enqueue.lua`).
+/// reads it (`lua/lib/enqueue.lua`); the jobs prioq makes itself (a
+/// schedule's) take its default.
 #[derive(Debug, Clone)]
 pub struct JobOptions {
     pub priority: u8,
@@ -141,6 +142,22 @@ pub struct JobOptions {
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
     pub dedup: Option<Dedup>,
+}
+
+/// The options of an enqueue that sets none, as the API takes it (but
+/// `max_attempts`, whose default is configured: the API's own default).
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self {
+            priority: 1,
+            delay_ms: 0,
+            max_attempts: 5,
+            group: None,
+            retain_ms: None,
+            expiry: None,
+            dedup: None,
+        }
+    }
 }
 
 /// When a job not claimed by then is never delivered, and what becomes of

@@ -363,12 +363,10 @@ impl ScheduleSpec {
             body: body(None, &self.task, self.args.get()),
             options: JobOptions {
                 priority: self.priority,
-                delay_ms: 0,
                 max_attempts: self.max_attempts,
                 group: self.group.clone(),
                 retain_ms: Some(self.retain_ms),
-                expiry: None,
-                dedup: None,
+                ..JobOptions::default()
             },
             arrival: None,
             after: None,

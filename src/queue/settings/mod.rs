@@ -234,7 +234,7 @@ impl Broker {
             try_join_all((0..old).map(|s| step(keys(s, old), "set", old))).await?;
             return Err(QueueError::NotEmpty);
         }
-        // Old shards out of the new layout forget the count: a stale
+        // Old shards beyond the new count forget it: a stale
         // router's call there is refused.
         try_join_all((1..old).map(|s| step(keys(s, old), "set", 1))).await?;
         let settings = self.settings_in(&keys(0, old)).await?;

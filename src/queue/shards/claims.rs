@@ -9,14 +9,14 @@ use futures_util::future::{join_all, try_join_all};
 
 use super::QueueShards;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Heads, HeadsEntry, Line};
+use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Line, LineEntry, LineRead};
 use crate::queue::job::Job;
 use crate::queue::store::keys;
 
 impl QueueShards {
     /// A claim on a sharded queue. Every shard says, at once, the score
     /// first in line for each of `max_jobs` claims of one job there (see
-    /// the `heads` function); claim after claim, the shard whose next
+    /// the `line` function); claim after claim, the shard whose next
     /// score is the lowest is picked, so the claim takes what as many
     /// claims of one job would. Each shard picked, or holding jobs the
     /// claim acks, is then sent its part at once: its share of the jobs
@@ -29,15 +29,15 @@ impl QueueShards {
     /// holds its acks answers its part again, and nothing new is leased.
     pub(super) async fn claim_shards(&self, entry: &ClaimEntry) -> Result<Claimed> {
         let field = entry.field();
-        let heads: Vec<Heads> = try_join_all(self.shards.iter().map(|shard| {
-            shard.heads.submit(HeadsEntry {
+        let reads: Vec<LineRead> = try_join_all(self.shards.iter().map(|shard| {
+            shard.line.submit(LineEntry {
                 claims: entry.max_jobs,
                 field: field.clone(),
             })
         }))
         .await?;
-        let repeat = heads.iter().any(|heads| heads.answered);
-        let lines: Vec<Arc<Line>> = heads.iter().map(|heads| Arc::clone(&heads.line)).collect();
+        let repeat = reads.iter().any(|read| read.answered);
+        let lines: Vec<Arc<Line>> = reads.iter().map(|read| Arc::clone(&read.line)).collect();
         // Where an ack can change what a shard offers (a cap), the acks
         // go first and the shards are read again, as a claim of one
         // shard would see them.
@@ -72,7 +72,7 @@ impl QueueShards {
             asks[*shard] += 1;
         }
         let mut claimed = self
-            .send_parts_where(entry, &asks, |shard| heads[shard].answered)
+            .send_parts_where(entry, &asks, |shard| reads[shard].answered)
             .await?;
         // The rest, when a race left a first claim short: the shards with
         // jobs in line that were not picked, then those that gave all

@@ -23,7 +23,7 @@ use super::counters::QueueCounters;
 use super::courier::{Courier, Notice};
 use super::error::{QueueError, Result};
 use super::exchange::lane::{Lane, LaneMetrics};
-use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, HeadsBatch};
+use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, LineBatch};
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::record;
 use super::store::{Call, Redis, bounded_by};
@@ -47,7 +47,7 @@ pub(crate) struct Shard {
     pub(crate) lane: Arc<Lane<ExchangeBatch>>,
     /// Sends the shard's outbox at once (the lane's acks use its own).
     pub(crate) courier: Courier,
-    heads: Arc<Lane<HeadsBatch>>,
+    line: Arc<Lane<LineBatch>>,
 }
 
 /// What this instance keeps per queue: its shards, as many as the queue's
@@ -214,8 +214,8 @@ impl Shards {
         let shard = |shard: u32| {
             let keys = Arc::new(QueueKeys::shard(prefix, queue, shard, count));
             Shard {
-                heads: Arc::new(Lane::new(
-                    HeadsBatch {
+                line: Arc::new(Lane::new(
+                    LineBatch {
                         redis: Arc::clone(&self.redis),
                         keys: Arc::clone(&keys),
                         floor_ppm: self.floor_ppm,

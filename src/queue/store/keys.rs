@@ -18,14 +18,14 @@
 /// no spaces). A small set or hash is otherwise kept as a listpack, which
 /// Redis searches entry by entry on every write: with a few dozen jobs in
 /// flight that costs a claim and an ack more than their own work (see
-/// `lua/lib/layout.lua`). Written when the queue is listed.
+/// `lua/lib/keys.lua`). Written when the queue is listed.
 pub const MARK: &str =
     "mark: longer than 64 bytes, it keeps this set a skiplist, this hash a hash table";
 
 /// Every key of a queue, one row each: its variant, its name after the
 /// queue's hash tag (as `lua/` headers list it), the field a function's
 /// code names it by (`q.pending`, `q.due`...), and the sets it is in. What
-/// each holds is in `lua/lib/layout.lua`.
+/// each holds is in `lua/lib/keys.lua`.
 macro_rules! keys {
     ($($key:ident $name:literal $field:ident [$($set:ident),*],)*) => {
         /// One key of a queue.

@@ -21,7 +21,7 @@ use crate::queue::settings::table;
 /// this order: the helpers every function shares by subject, then the
 /// parts of `exchange`.
 const PARTS: [&str; 11] = [
-    include_str!("../../../lua/lib/layout.lua"),
+    include_str!("../../../lua/lib/keys.lua"),
     include_str!("../../../lua/lib/record.lua"),
     include_str!("../../../lua/lib/meta.lua"),
     include_str!("../../../lua/lib/fair.lua"),
@@ -119,7 +119,7 @@ macro_rules! functions {
 functions! {
     Exchange "exchange": {Life, Claims} Writes 2 Once,
     Drain "drain" in "exchange": {Life, Claims} Drains 2 Once,
-    Heads "heads": {Life, Claims} Drains 2 Safe,
+    Line "line": {Life, Claims} Drains 2 Safe,
     Extend "extend": {View} [Meta] Drains 0 Safe,
     Nack "nack": {Life} Drains 2 Once,
     Sweep "sweep": {Life, Claims, Schedules} Drains 2 Safe,
@@ -167,7 +167,7 @@ fn files() -> Vec<String> {
 }
 
 /// The table's keys and leading arguments, for the functions to name
-/// their keys by (see `queue_of` in `lua/lib/layout.lua`): `QUEUE_OF[stem]`
+/// their keys by (see `queue_of` in `lua/lib/keys.lua`): `QUEUE_OF[stem]`
 /// builds a call's table of its keys by field, in the order the table
 /// lists them, and of its leading arguments (the wake-up channel, then the
 /// group key prefix), in one table constructor: no table grows key by key

@@ -46,7 +46,7 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// `None` when the bytes are not a record of this layout.
+    /// `None` when the bytes are not a record of this format.
     pub fn decode(bytes: &'a [u8]) -> Option<Self> {
         let mut rest = bytes;
         let mut field = || read_varint(&mut rest);

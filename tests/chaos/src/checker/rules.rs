@@ -406,7 +406,7 @@ fn order(
 /// The jobs of each uncapped single-shard queue enqueued ok without
 /// delay, by class (priority and group), in the order they certainly
 /// existed. A sharded queue keeps FIFO only up to the races of concurrent
-/// claims, and its claims pick shards by their heads as one read shared
+/// claims, and its claims pick shards by their lines as one read shared
 /// by concurrent claims saw them: a claim can take a shard's less urgent
 /// jobs after a concurrent one took its head, while another shard's more
 /// urgent job waits.

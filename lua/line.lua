@@ -1,4 +1,4 @@
--- heads: what one shard of a sharded queue would hand out to claims of
+-- line: what one shard of a sharded queue would hand out to claims of
 -- one job each, one after the other, read before a claim picks its
 -- shards. Due scheduled jobs are promoted first, as a claim there would.
 -- Then, for up to ARGV[4] claims of one job, the score of the job each
@@ -146,10 +146,10 @@ local function refill(l, entry)
 end
 
 redis.register_function{
-  function_name = 'heads_' .. VERSION,
+  function_name = 'line_' .. VERSION,
   flags = {'allow-oom'},
   callback = function(keys, argv)
-    local q = queue_of('heads', keys, argv)
+    local q = queue_of('line', keys, argv)
     local c = context(q)
     check_shards(c, argv[6])
     local now = now_ms()

@@ -3,7 +3,7 @@
 -- Redis's clock.
 --
 -- lua/lib/ holds the parts every function shares, by subject, in the
--- order they load: layout (this file), record, meta, fair (the fair order,
+-- order they load: keys (this file), record, meta, fair (the fair order,
 -- caps and rates), dedup (who holds a dedup key), transitions, deps
 -- (dependencies), pages; then
 -- the parts of `exchange` (ack, enqueue, claim). lua/ holds one file per
@@ -127,7 +127,8 @@
 --                       from k is under way (see `reshard`)
 --                     arrivals: in the home of a sharded queue, jobs
 --                       enqueued so far: their arrival numbers
---                     layout: LAYOUT, written with the good mark (and by
+--                     layout: META_MARK, the mark of `meta`, written with
+--                       the marks of `processing` and `leases` (and by
 --                       the sweeper where it is not, see `give_marks`): a
 --                       value longer than Redis's hash-max-listpack-value
 --                       (64 bytes) keeps `meta` a hash table. A small
@@ -157,11 +158,11 @@
 --
 -- Fair order (start-time fair queuing). A job of group g entering class p
 -- gets the tag S = max(V[p], F[p:g]), V[p] being the class's virtual time
--- and F[p:g] the group's finish tag, which becomes S + step / weight. A
+-- and F[p:g] the group's finish tag, which becomes S + stride / weight. A
 -- class serves jobs by tag, so groups with jobs waiting share it in
 -- proportion to their weights, and a group's own jobs keep their order.
--- step is the largest weight configured (1 when none is): every increment
--- is at least 1, so a group's tags strictly increase in the score; with
+-- The stride is the largest weight configured (1 when none is): every
+-- increment is at least 1, so a group's tags strictly increase in the score; with
 -- one group and no weights the tags are 0, 1, 2...: arrival order.
 -- A named group has at most one job per class in pending, its head; the
 -- rest wait in its group set, and the head is refilled when it is claimed.
@@ -199,9 +200,11 @@ local SPAN = 2 ^ SPAN_BITS
 local SCORE_FORMAT = '0x%xp-' .. SPAN_BITS
 local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
--- (Its text names the marks too: a queue whose `layout` is an older text
--- has no marks yet.)
-local LAYOUT = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table; '
+-- The mark of `meta`, kept in its field `layout` (the field's name stays
+-- for the queues older versions listed). Its text names the marks of
+-- `processing` and `leases` too: a queue whose `layout` is an older text
+-- has no marks yet.
+local META_MARK = 'meta is read by many fields a call: this value, over 64 bytes, keeps it a hash table; '
   .. 'processing and leases hold MARK'
 
 -- The names of a class's fields in `meta`, made once per class: a number
@@ -250,12 +253,12 @@ local function dependants_key(q, id)
   return key_base(q) .. 'dependants:' .. id
 end
 
--- Gives a listed queue's shard its `layout` field and its marks (see the
--- layout above): `listing` when it lists the queue, and the sweeper on a
--- pass that finds `layout` not this text (a queue listed by an older
--- version), so that a pass costs one HGET once they are there.
+-- Gives a listed queue's shard its marks (see the keys above): `listing`
+-- when it lists the queue, and the sweeper on a pass that finds `meta`'s
+-- mark not this text (a queue listed by an older version), so that a pass
+-- costs one HGET once they are there.
 local function give_marks(q)
-  redis.call('HSET', q.meta, 'layout', LAYOUT)
+  redis.call('HSET', q.meta, 'layout', META_MARK)
   redis.call('ZADD', q.processing, 'NX', 'inf', MARK)
   redis.call('HSETNX', q.leases, MARK, '')
 end

@@ -1,5 +1,5 @@
-//! The reads of a sharded queue's shards' heads by its claims (the
-//! `heads` function), shared by the claims that wait together.
+//! The reads of a sharded queue's shards' lines by its claims (the `line`
+//! function), shared by the claims that wait together.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -11,10 +11,10 @@ use crate::queue::store::Redis;
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 
-/// The reads of one shard's heads (the `heads` function) by the claims of
+/// The reads of one shard's line (the `line` function) by the claims of
 /// a sharded queue: the claims waiting together share one read.
 #[derive(Debug)]
-pub(crate) struct HeadsBatch {
+pub(crate) struct LineBatch {
     pub(crate) redis: Arc<Redis>,
     pub(crate) keys: Arc<QueueKeys>,
     /// The bulk floor's share, in parts per million of jobs handed out.
@@ -23,7 +23,7 @@ pub(crate) struct HeadsBatch {
     pub(crate) shards: u32,
 }
 
-/// What a shard offers claims (see `heads`).
+/// What a shard offers claims (see `line`).
 #[derive(Debug)]
 pub(crate) struct Line {
     /// A group cap or max_in_flight is set: an ack could change the line.
@@ -39,7 +39,7 @@ pub(crate) struct Line {
 /// (a read shared by several claims reads for all of them),
 /// and its request id's field of `claims` when it has one.
 #[derive(Debug)]
-pub(crate) struct HeadsEntry {
+pub(crate) struct LineEntry {
     pub(crate) claims: u32,
     pub(crate) field: Option<String>,
 }
@@ -47,21 +47,21 @@ pub(crate) struct HeadsEntry {
 /// What a shard says to one claim: its line, and whether it answered the
 /// claim's request id jobs before (the claim is a repeat).
 #[derive(Debug)]
-pub(crate) struct Heads {
+pub(crate) struct LineRead {
     pub(crate) line: Arc<Line>,
     pub(crate) answered: bool,
 }
 
-impl Batch for HeadsBatch {
-    type Entry = HeadsEntry;
-    type Reply = Heads;
+impl Batch for LineBatch {
+    type Entry = LineEntry;
+    type Reply = LineRead;
 
-    fn size(entry: &HeadsEntry) -> (usize, usize) {
+    fn size(entry: &LineEntry) -> (usize, usize) {
         (entry.claims as usize, 0)
     }
 
-    async fn call(&self, entries: &[HeadsEntry]) -> Result<Vec<Result<Self::Reply>>> {
-        let mut cmd = LIBRARY.call(Function::Heads, &self.keys);
+    async fn call(&self, entries: &[LineEntry]) -> Result<Vec<Result<Self::Reply>>> {
+        let mut cmd = LIBRARY.call(Function::Line, &self.keys);
         cmd.arg(CLAIM_PROMOTE_BATCH)
             .arg(entries.iter().map(|entry| entry.claims).sum::<u32>().max(1))
             .arg(self.floor_ppm)
@@ -90,7 +90,7 @@ impl Batch for HeadsBatch {
             .map(|entry| {
                 let answered =
                     entry.field.is_some() && flags.next().is_some_and(|flag| flag == "1");
-                Ok(Heads {
+                Ok(LineRead {
                     line: Arc::clone(&line),
                     answered,
                 })
