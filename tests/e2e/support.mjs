@@ -5,7 +5,7 @@
 // Environment (scripts/e2e-test sets these):
 //   PRIOQ_BIN                  the prioq binary (default: target/debug/prioq)
 //   PRIOQ_E2E_ARTIFACTS        folder for screenshots and process logs (default: a new temp folder)
-//   PRIOQ_UPDATE_SCREENSHOTS   1: also write the README's screenshots into docs/screenshots/
+//   PRIOQ_UPDATE_SCREENSHOTS   1: also write the dashboard page's screenshots into docs/screenshots/
 //   CHROMIUM                   the browser (default /usr/bin/chromium)
 
 import { spawn } from 'node:child_process';

@@ -94,7 +94,7 @@ async fn instance_killed_behind_nginx_mid_load_loses_nothing_and_doubles_no_know
 /// (here a 503 "effect unknown": Redis was paused for writes, so the
 /// script waited there and ran afterwards) yet the job was created; a
 /// worker claims and acks it; then the producer's retry with the same
-/// client id, done as README says, finds the id free again and creates a
+/// client id, done as docs/guarantees.md says ("Retrying each call"), finds the id free again and creates a
 /// second job: the work is done twice. Only a retry that arrives while the
 /// job is still known (pending, scheduled, processing or dead) is
 /// recognised. In the load test above this happens when an enqueue's

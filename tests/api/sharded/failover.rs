@@ -83,7 +83,7 @@ async fn a_primary_failover_under_load_loses_nothing_acknowledged() {
     // The order rules judge claims as one sorted set would answer them;
     // a queue split over shards answers from each shard's head as read
     // when the claim starts, and inside a priority up to the races of
-    // claims in flight (README, "Sharded queues"). Every other rule holds.
+    // claims in flight (docs/operations.md, "Sharded queues"). Every other rule holds.
     let found: Vec<Violation> = violations(&ops)
         .into_iter()
         .filter(|v| !matches!(v.rule, "priority_order" | "fifo_order"))

@@ -261,7 +261,7 @@ async fn sharded_a_dedup_key_racing_its_jobs_ack_has_one_holder_at_most() {
 }
 
 /// Jobs with client ids live in their ids' shards, each of which keeps
-/// its own entry of a key: at most one holder per shard (the README's
+/// its own entry of a key: at most one holder per shard (docs/operations.md's
 /// bound); without ids, one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_a_key_has_at_most_one_holder_per_shard() {

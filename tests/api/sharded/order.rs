@@ -61,7 +61,7 @@ async fn eight_shards_hand_out_the_most_urgent_first_and_fifo_within() {
 /// Producers and consumers at once, on two instances: no job comes out
 /// ahead of one that was enqueued before it was by more than the claims
 /// in flight when the older job arrived can take (`CLAIMERS` × `MAX_JOBS`),
-/// as the README states.
+/// as docs/operations.md states ("Sharded queues").
 async fn check_fifo_bound(shards: u32) -> usize {
     const PRODUCERS: usize = 4;
     const CLAIMERS: usize = 6;

@@ -1,7 +1,7 @@
 //! Load for the fault scenarios of prioq's integration suite, recorded
 //! as a history for the checker: the tool's own requests and recording
 //! (`run::client`), its final read of every job (`run::inventory`), and
-//! clients that retry as README says. A scenario test makes its fault
+//! clients that retry as docs/guarantees.md says. A scenario test makes its fault
 //! (Redis restarted, a cluster primary failed over, an instance or
 //! worker processes killed), asserts that the fault happened from what
 //! the clients were answered, reads every job back and hands the history

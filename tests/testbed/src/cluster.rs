@@ -78,7 +78,7 @@ impl RedisCluster {
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .status()
-            .expect("redis-cli must be installed (see README)");
+            .expect("redis-cli must be installed (see docs/development.md)");
         assert!(created.success(), "redis-cli --cluster create failed");
         cluster.wait_until_ok();
         Some(cluster)

@@ -46,5 +46,5 @@ fn dbfilename_when_up(url: &str) -> String {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    panic!("{url} did not come up (is redis-server installed? See README)");
+    panic!("{url} did not come up (is redis-server installed? See docs/development.md)");
 }
