@@ -245,7 +245,7 @@ local function still_leased(c, recalled)
     local id, token = job[1], job[2]
     local lease = redis.call('HGET', c.q.leases, id)
     local deadline = redis.call('ZSCORE', c.q.processing, id)
-    if lease and deadline and token_of(lease) == token and mark_of(lease) ~= 'done' then
+    if lease and deadline and token_of(lease) == token and retention_of(lease) ~= 'done' then
       local entry = number(c, 'expiring') > 0 and redis.call('HGET', c.q.expiry, id)
       if entry then add_expiry_out(c, id, entry) end
       local n = #jobs
