@@ -56,6 +56,10 @@ pub const JOBS_REPLACED: &str = "prioq_jobs_replaced_total";
 /// Cancels this instance took (of waiting jobs, ended at once, and of
 /// processing jobs, told to stop), repeats included.
 pub const JOBS_CANCELLED: &str = "prioq_jobs_cancelled_total";
+/// Shards of a sharded queue that this instance's claims could not reach
+/// (a read or a part failed) and went on without, each claim counting each
+/// shard it skipped: their jobs may have been passed over.
+pub const CLAIM_SHARDS_SKIPPED: &str = "prioq_claim_shards_skipped_total";
 /// Requests of this instance queued for their queue's next batched call.
 pub const REQUESTS_WAITING: &str = "prioq_requests_waiting";
 /// Batched calls this instance sent to Redis.
@@ -66,7 +70,7 @@ pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 pub const JOB_WAITS: &str = "prioq_job_waits";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
-pub(crate) const QUEUE_COUNTERS: [&str; 10] = [
+pub(crate) const QUEUE_COUNTERS: [&str; 11] = [
     JOBS_ENQUEUED,
     JOBS_CLAIMED,
     JOBS_ACKED,
@@ -77,6 +81,7 @@ pub(crate) const QUEUE_COUNTERS: [&str; 10] = [
     JOBS_DEDUPLICATED,
     JOBS_REPLACED,
     JOBS_CANCELLED,
+    CLAIM_SHARDS_SKIPPED,
 ];
 
 /// The HTTP request-duration histogram.

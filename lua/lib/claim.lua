@@ -6,7 +6,10 @@
 -- group is at its cap goes back to its group set. The jobs handed out are
 -- those a claim per request would have taken, one after the other.
 -- Its section of ARGV: the number of requests, then per request lease_ms,
--- max_jobs, worker ('' for none), request id ('' for none), number of
+-- max_jobs, worker ('' for none), request id ('' for none), the lowest
+-- and the highest score of its window ('' for none: a part of a sharded
+-- queue's claim takes only jobs whose score is in the window, the first
+-- and the last job it picked there from the shard's line), number of
 -- acks, and an id, a lease token and a result ('' for none) per ack
 -- (applied before the request's jobs are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
@@ -77,18 +80,30 @@ end
 -- call: then the take stops short, and the claims waiting are told to
 -- look again.
 -- Answers the ids and the records of the jobs taken.
-local function take_jobs(c, wanted, handed, ppm, now)
+local function take_jobs(c, wanted, handed, ppm, now, window)
   local q, taken, records_taken, last_tags = c.q, {}, {}, {}
+  local past = false
   -- The expired jobs met and the jobs with an expiry taken: made when
   -- first needed, so that a claim without any builds no more tables.
   local expiring, gone, claimed = number(c, 'expiring') > 0, NONE, NONE
-  while #taken < wanted and #gone < c.expiring_budget do
+  while #taken < wanted and #gone < c.expiring_budget and not past do
     local run = 0
     while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
       run = run + 1
     end
-    local popped
-    if run > 0 then
+    local popped, floor_pick = nil, run == 0
+    if run > 0 and window then
+      -- From the window's first score on: a job that came before it
+      -- since the line was read is not this part's.
+      popped = redis.call('ZRANGE', q.pending, window.lo, '+inf', 'BYSCORE', 'LIMIT', 0, run, 'WITHSCORES')
+      if #popped > 0 then
+        local members = {}
+        for i = 1, #popped, 2 do
+          members[#members + 1] = popped[i]
+        end
+        redis.call('ZREM', q.pending, unpack(members))
+      end
+    elseif run > 0 then
       popped = redis.call('ZPOPMIN', q.pending, run)
     else
       run, popped = 1, take_first_of_least_urgent(q) or {}
@@ -109,9 +124,16 @@ local function take_jobs(c, wanted, handed, ppm, now)
       local record, member_score = records[i], popped[2 * i]
       -- A group's next job may come before the rest of this pop, as it
       -- would for claims of one job each: the rest go back, and the next
-      -- pop takes them in order with it.
+      -- pop takes them in order with it. A job past the window goes back
+      -- with the rest, and the take ends (a floor turn's job is the
+      -- floor's, whatever its rank).
       if first_refill and before(first_refill[2], first_refill[1], member_score, id) then
         put_back(q, popped, i)
+        break
+      end
+      if window and not floor_pick and tonumber(member_score) > window.hi then
+        put_back(q, popped, i)
+        past = true
         break
       end
       local prio, tag = class_and_tag(member_score)
@@ -180,15 +202,17 @@ local function read_claims(argv, at)
   local requests, count = {}, int_of(argv[at])
   at = at + 1
   for r = 1, count do
-    local n = int_of(argv[at + 4])
+    local n = int_of(argv[at + 6])
     requests[r] = {
-      at = at, worker = argv[at + 2], id = argv[at + 3], acks = at + 5, last_ack = at + 4 + 3 * n,
+      at = at, worker = argv[at + 2], id = argv[at + 3],
+      window = argv[at + 4] ~= '' and {lo = argv[at + 4], hi = tonumber(argv[at + 5])} or nil,
+      acks = at + 7, last_ack = at + 6 + 3 * n,
       -- Filled by `claim_all`: its jobs are `count` in the list `jobs`
       -- after its first `from` entries, four entries each: id, record,
       -- token, deadline.
       jobs = NONE, from = 0, count = 0,
     }
-    at = at + 5 + 3 * n
+    at = at + 7 + 3 * n
   end
   return requests, at
 end
@@ -258,11 +282,16 @@ end
 -- Hands out jobs to the requests `list` (of `requests`), in turn, at
 -- `now`: the jobs of every request go in one list, `c.handed`, which
 -- each one's `jobs` names with its place in it. `ppm` is the bulk floor in
--- parts per million of jobs handed out; a job's lease token is
--- `token_prefix` .. '-' .. n, n counting the call's leases (`c.leased`).
+-- parts per million of jobs handed out. Each job handed out gets a fence:
+-- a number above every fence the shard gave before (`fence` in `meta`)
+-- and no less than Redis's clock in µs, so that a job's later grant has
+-- the higher one, and fences follow the order of the grants, across a
+-- queue's shards up to their clocks. Its lease token is `token_prefix` ..
+-- '-' .. its fence: a repeated claim answers the same token, and so the
+-- same fence.
 -- Answers why fewer jobs than asked were handed out and the wait for the
 -- next rate limit token.
-local function hand_out(c, argv, list, now, ppm, token_prefix)
+local function hand_out(c, argv, list, now, ppm, token_prefix, window)
   local q, wanted = c.q, 0
   for _, request in ipairs(list) do
     wanted = wanted + int_of(argv[request.at + 1])
@@ -286,8 +315,13 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
   end
 
   local handed = number(c, 'floor')
-  local taken, records = take_jobs(c, wanted, handed, ppm, now)
+  local taken, records = take_jobs(c, wanted, handed, ppm, now, window)
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
+  local fence = 0
+  if #taken > 0 then
+    fence = math.max(number(c, 'fence') + 1, now * 1000)
+    put(c, 'fence', decimal(fence + #taken - 1))
+  end
   if bucket then
     put(c, 'tokens', bucket - #taken)
     put(c, 'at', now)
@@ -318,8 +352,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix)
     local count = math.min(int_of(argv[at + 1]), #taken - next + 1)
     request.jobs, request.from, request.count = jobs, #jobs, count
     for n = next, next + count - 1 do
-      c.leased = c.leased + 1
-      local id, token = taken[n], token_prefix .. '-' .. decimal(c.leased)
+      local id, token = taken[n], token_prefix .. '-' .. decimal(fence + n - 1)
       local retain = retain_of(records[n])
       pair = pair + 2
       deadlines[pair - 1], deadlines[pair] = deadline, id
@@ -350,7 +383,6 @@ end
 -- and leases nothing new: a claim whose answer was lost is repeated
 -- safely.
 local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, out)
-  c.leased = 0
   local serve, acking = {}, false
   for _, request in ipairs(requests) do
     local recalled = request.id ~= '' and recall(c, request)
@@ -393,12 +425,31 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
   local limited, wait_ms = '', 0
   if not (acking and (c.settings.group_max_in_flight or c.settings.max_in_flight)) then
     if acking then ack(requests) end
-    if #serve > 0 then limited, wait_ms = hand_out(c, argv, serve, now, ppm, token_prefix) end
+    -- Requests with a window are served each on its own, after those
+    -- without, which are served together.
+    local free, windowed = serve, NONE
+    for _, request in ipairs(serve) do
+      if request.window then
+        free, windowed = {}, {}
+        break
+      end
+    end
+    if windowed ~= NONE then
+      for _, request in ipairs(serve) do
+        local list = request.window and windowed or free
+        list[#list + 1] = request
+      end
+    end
+    if #free > 0 then limited, wait_ms = hand_out(c, argv, free, now, ppm, token_prefix) end
+    for _, request in ipairs(windowed) do
+      local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.window)
+      if why ~= '' then limited, wait_ms = why, wait end
+    end
   else
     for _, request in ipairs(requests) do
       ack({request})
       if request.served then
-        local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix)
+        local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.window)
         if why ~= '' then limited, wait_ms = why, wait end
       end
     end

@@ -70,6 +70,11 @@ pub struct ClaimResponse {
     /// sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     acked: Option<Vec<AckResult>>,
+    /// On a sharded queue, the shards the claim could not reach (their
+    /// Redis failing over, say) and went on without: their jobs may have
+    /// been passed over by the jobs answered. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped_shards: Vec<u32>,
 }
 
 /// Claim jobs.
@@ -155,6 +160,7 @@ pub async fn claim(
             .map(|job| JobView::new(queue, job))
             .collect(),
         acked: asked_to_ack.then(|| ack_results(ids, claimed.acked)),
+        skipped_shards: claimed.skipped,
     });
     Ok((Extension(AskedToWait(wait)), answer))
 }

@@ -62,6 +62,7 @@ pub(crate) struct QueueCounters {
     pub(crate) deduplicated: QueueMetric<Counter>,
     pub(crate) replaced: QueueMetric<Counter>,
     pub(crate) cancelled: QueueMetric<Counter>,
+    pub(crate) shards_skipped: QueueMetric<Counter>,
 }
 
 impl QueueCounters {
@@ -77,6 +78,7 @@ impl QueueCounters {
             deduplicated: QueueMetric::new(telemetry::JOBS_DEDUPLICATED, queue),
             replaced: QueueMetric::new(telemetry::JOBS_REPLACED, queue),
             cancelled: QueueMetric::new(telemetry::JOBS_CANCELLED, queue),
+            shards_skipped: QueueMetric::new(telemetry::CLAIM_SHARDS_SKIPPED, queue),
         }
     }
 }

@@ -38,6 +38,10 @@ pub(crate) async fn check_fencing(config: Config) {
         .pop()
         .expect("claimed again");
     assert_ne!(first["lease_token"], second["lease_token"]);
+    // The worker whose lease ran out holds the smaller fence: downstream
+    // refuses its writes once its successor's went in.
+    let fence = |job: &serde_json::Value| job["fence"].as_u64().expect("a fence");
+    assert!(fence(&second) > fence(&first), "{first}\n{second}");
 
     let stale = app.ack("fence", &first).await;
     assert_eq!(stale.status, StatusCode::CONFLICT);
@@ -46,9 +50,40 @@ pub(crate) async fn check_fencing(config: Config) {
     assert_eq!(now["state"], "processing");
     assert_eq!(now["worker"], "fresh");
     assert_eq!(now["lease_token"], second["lease_token"]);
+    assert_eq!(now["fence"], second["fence"]);
     assert_eq!(
         app.ack("fence", &second).await.status,
         StatusCode::NO_CONTENT
+    );
+}
+
+/// Fences grow with every grant across a queue, in the order of the
+/// grants, whichever job; a claim repeated under its request id answers
+/// the fences it gave the first time.
+#[tokio::test]
+async fn fences_grow_across_a_queue_and_a_repeated_claim_answers_the_same() {
+    let app = spawn_app().await;
+    for n in 0..6 {
+        app.enqueue("fences", json!({"task": "t", "id": format!("f{n}")}))
+            .await;
+    }
+    let mut fences = Vec::new();
+    for max_jobs in [1, 3, 2] {
+        let body = json!({"max_jobs": max_jobs, "request_id": format!("r{max_jobs}")});
+        let jobs = app.claim("fences", body.clone()).await;
+        let again = app.claim("fences", body).await;
+        let of = |jobs: &[serde_json::Value]| -> Vec<u64> {
+            jobs.iter()
+                .map(|j| j["fence"].as_u64().expect("fence"))
+                .collect()
+        };
+        assert_eq!(of(&again), of(&jobs), "a repeat answers the same fences");
+        fences.extend(of(&jobs));
+    }
+    assert_eq!(fences.len(), 6);
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences in the order of their grants: {fences:?}"
     );
 }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::queue::{Enqueued, Job, JobState, Outcome};
+use crate::queue::{Enqueued, Job, JobState, Lease, Outcome};
 
 /// The jobs of a batch enqueue, in request order.
 #[derive(Debug, Serialize, ToSchema)]
@@ -55,6 +55,13 @@ pub struct JobView {
     pub lease_token: Option<String>,
     pub lease_expires_at: Option<String>,
     pub worker: Option<String>,
+    /// The lease's fence (processing jobs only): a number that grows with
+    /// every grant of this job and, on one shard, of every job of the
+    /// queue. Pass it to the systems the worker writes to, which refuse a
+    /// write with a smaller fence than the last they took: a worker whose
+    /// lease ran out cannot overwrite its successor's work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
     pub last_error: Option<String>,
     /// When the job was dead-lettered (dead jobs only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,6 +124,7 @@ pub struct TraceView {
 
 impl JobView {
     pub fn new(queue: &str, job: Job) -> Self {
+        let fence = job.lease.as_ref().and_then(Lease::fence);
         let (lease_token, lease_expires_at, worker) = match job.lease {
             Some(lease) => (
                 Some(lease.token),
@@ -149,6 +157,7 @@ impl JobView {
             lease_token,
             lease_expires_at,
             worker,
+            fence,
             last_error: job.last_error,
             dead_at: job.dead_at_ms.map(timestamp),
             progress: job.progress,

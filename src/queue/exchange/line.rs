@@ -30,6 +30,9 @@ pub(crate) struct Line {
     pub(crate) capped: bool,
     /// The score first in line for each claim of one job, in turn.
     pub(crate) scores: Vec<f64>,
+    /// How many claims of one job the read was for: a line with fewer
+    /// scores ran out (the shard had no more to hand out).
+    pub(crate) asked: usize,
     /// How many of `scores` the claims sharing this read have picked: each
     /// picks after those before it, as claims one after the other would.
     pub(crate) taken: AtomicUsize,
@@ -61,9 +64,10 @@ impl Batch for LineBatch {
     }
 
     async fn call(&self, entries: &[LineEntry]) -> Result<Vec<Result<Self::Reply>>> {
+        let asked = entries.iter().map(|entry| entry.claims).sum::<u32>().max(1);
         let mut cmd = LIBRARY.call(Function::Line, &self.keys);
         cmd.arg(CLAIM_PROMOTE_BATCH)
-            .arg(entries.iter().map(|entry| entry.claims).sum::<u32>().max(1))
+            .arg(asked)
             .arg(self.floor_ppm)
             .arg(self.shards);
         for field in entries.iter().filter_map(|entry| entry.field.as_ref()) {
@@ -82,6 +86,7 @@ impl Batch for LineBatch {
                 .iter()
                 .map(|score| score.parse::<f64>().map_err(|_| malformed()))
                 .collect::<Result<_>>()?,
+            asked: asked as usize,
             taken: AtomicUsize::new(0),
         });
         let mut flags = flags.iter();

@@ -16,7 +16,7 @@ mod request;
 mod wire;
 
 pub(crate) use batch::{ExchangeBatch, reserve_arrivals};
-pub(crate) use line::{Line, LineBatch, LineEntry, LineRead};
+pub(crate) use line::{Line, LineBatch, LineEntry};
 pub use request::{
     Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
     OutgoingJob,

@@ -92,6 +92,10 @@ pub struct ClaimEntry {
     pub request_id: Option<String>,
     /// Jobs to acknowledge first.
     pub acks: Vec<Ack>,
+    /// A part of a sharded queue's claim hands out only jobs whose score
+    /// is in this window: from the first job to the last it picked in the
+    /// shard's line (see `claim_shards`). `None`: no window.
+    pub window: Option<(f64, f64)>,
 }
 
 /// What one request's claim did.
@@ -106,6 +110,9 @@ pub struct Claimed {
     /// Jobs whose expiry had come that the claim's calls ended on the way
     /// (a call's count goes with its first claim).
     pub expired: u64,
+    /// The shards of a sharded queue the claim could not reach (their
+    /// read or their part failed): their jobs may have been passed over.
+    pub skipped: Vec<u32>,
 }
 
 /// A setting that held jobs back from a claim.

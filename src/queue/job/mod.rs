@@ -59,6 +59,14 @@ pub struct Lease {
     pub expires_at_ms: i64,
 }
 
+impl Lease {
+    /// Its fence, the number its token ends with (see `hand_out` in
+    /// `lua/lib/claim.lua`).
+    pub fn fence(&self) -> Option<u64> {
+        self.token.rsplit('-').next()?.parse().ok()
+    }
+}
+
 /// One job, in any state.
 #[derive(Debug, Clone)]
 pub struct Job {

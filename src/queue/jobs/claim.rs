@@ -41,6 +41,7 @@ impl Broker {
     ) -> Result<Claimed> {
         let mut acks = std::mem::take(&mut options.acks);
         let entry = |acks| ClaimEntry {
+            window: None,
             lease_ms: options.lease_ms,
             max_jobs: options.max_jobs,
             worker: options.worker.clone().unwrap_or_default(),
@@ -133,11 +134,14 @@ impl Broker {
     }
 }
 
-/// Counts what a claim did: the jobs it leased, the acks it applied and
-/// the jobs it found expired.
+/// Counts what a claim did: the jobs it leased, the acks it applied, the
+/// jobs it found expired and the shards it could not reach.
 fn count_claim(counters: &QueueCounters, claimed: &Claimed) {
     counters.claimed.increment(claimed.jobs.len() as u64);
     counters.expired.increment(claimed.expired);
+    counters
+        .shards_skipped
+        .increment(claimed.skipped.len() as u64);
     let acked = claimed.acked.iter().filter(|o| **o == AckOutcome::Acked);
     counters.acked.increment(acked.count() as u64);
 }

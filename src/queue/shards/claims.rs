@@ -1,27 +1,68 @@
 //! A claim on a sharded queue: the shards' lines merged, claim of one job
-//! after claim of one job, into what each shard is asked for.
+//! after claim of one job, into what each shard is asked for, each part
+//! held to the window of the jobs it picked there, so that no shard hands
+//! out a job that ranks after one another reachable shard holds.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-use futures_util::future::{join_all, try_join_all};
+use futures_util::future::join_all;
 
 use super::QueueShards;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Line, LineEntry, LineRead};
+use crate::queue::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, Line, LineEntry};
 use crate::queue::job::Job;
 use crate::queue::store::keys;
+
+/// Reads of the shards' lines a claim makes at most. A read after the
+/// first follows parts that gave fewer jobs than they were asked for:
+/// another claim took the jobs read.
+const ROUNDS: usize = 8;
+
+/// What a claim asks of the shards in one round: the shard of each claim
+/// of one job in turn, how many jobs each shard is asked for, and each
+/// one's window (the scores of the first and the last job picked there).
+#[derive(Debug, Default)]
+struct Plan {
+    picks: Vec<usize>,
+    asks: Vec<u32>,
+    windows: Vec<Option<(f64, f64)>>,
+}
+
+/// What the parts of one round answered: the jobs and acks of those that
+/// went through, and per shard whose part failed, the error, whether it
+/// carried acks and whether it may have leased jobs.
+#[derive(Debug, Default)]
+struct Parts {
+    claimed: Claimed,
+    applied: bool,
+    failed: Vec<(usize, QueueError, bool, bool)>,
+}
 
 impl QueueShards {
     /// A claim on a sharded queue. Every shard says, at once, the score
     /// first in line for each of `max_jobs` claims of one job there (see
-    /// the `line` function); claim after claim, the shard whose next
-    /// score is the lowest is picked, so the claim takes what as many
-    /// claims of one job would. Each shard picked, or holding jobs the
-    /// claim acks, is then sent its part at once: its share of the jobs
-    /// and its acks. When the shards give fewer (a race with another
-    /// claim), the other shards are asked in turn for the rest.
+    /// the `line` function); claim after claim, the shard whose next score
+    /// is the lowest is picked, so the claim takes what as many claims of
+    /// one job would; picks stop at the last score read of a line that may
+    /// hold more than was read, once every score of it read is picked.
+    /// Each shard picked, or holding jobs the claim acks, is then sent its
+    /// part at once: its share of the jobs, held to the window from the
+    /// first score to the last it picked there, and its acks. A part takes
+    /// no job that came before its window since the read (it is not the
+    /// part's, and landed after the claim began) nor any past it; so the
+    /// jobs the claims sharing a read picked are the jobs they take,
+    /// whoever else takes from the shard meanwhile, and no claim hands out
+    /// a job ranked after one another shard held for it. When the parts
+    /// give fewer (another claim took jobs read), the lines are read
+    /// again, up to `ROUNDS` reads.
+    ///
+    /// A shard whose read or part fails is skipped: the claim goes on with
+    /// the others and names it in `skipped`, as its jobs may have been
+    /// passed over. With a request id, a read that fails fails the claim
+    /// (the shard may hold its answer), and a part that may have leased
+    /// jobs whose answer is lost asks for the claim's repeat.
     ///
     /// A claim with a request id carries it in every part, so each shard
     /// keeps what its part answered; when a shard says it answered the id
@@ -29,124 +70,172 @@ impl QueueShards {
     /// holds its acks answers its part again, and nothing new is leased.
     pub(super) async fn claim_shards(&self, entry: &ClaimEntry) -> Result<Claimed> {
         let field = entry.field();
-        let reads: Vec<LineRead> = try_join_all(self.shards.iter().map(|shard| {
-            shard.line.submit(LineEntry {
-                claims: entry.max_jobs,
-                field: field.clone(),
-            })
-        }))
-        .await?;
-        let repeat = reads.iter().any(|read| read.answered);
-        let lines: Vec<Arc<Line>> = reads.iter().map(|read| Arc::clone(&read.line)).collect();
+        let (lines, answered, mut skipped) = self.read_lines(entry.max_jobs, field).await?;
+        let repeat = answered.iter().any(|answered| *answered);
+        if repeat {
+            let parts = self
+                .send_parts_where(entry, &Plan::none(self.shards.len()), |shard| {
+                    answered[shard]
+                })
+                .await;
+            return parts.into_claim(entry);
+        }
         // Where an ack can change what a shard offers (a cap), the acks
         // go first and the shards are read again, as a claim of one
         // shard would see them.
-        if !repeat && !entry.acks.is_empty() && lines.iter().any(|line| line.capped) {
-            let acked = self.send_parts(entry, &vec![0; self.shards.len()]).await?;
-            let mut claimed = Box::pin(self.claim_shards(&ClaimEntry {
-                acks: Vec::new(),
-                ..entry.without_acks()
-            }))
-            .await
-            .map_err(|error| match error {
-                // The acks went through: a claim routed anew would apply
-                // them twice.
-                QueueError::ShardsChanged => QueueError::Unknown(anyhow::anyhow!(
-                    "the shards changed under a claim after its acks were applied"
-                )),
-                error => error,
-            })?;
+        let capped = lines.iter().flatten().any(|line| line.capped);
+        if !entry.acks.is_empty() && capped {
+            let acked = self
+                .send_parts(entry, &Plan::none(self.shards.len()))
+                .await
+                .into_claim(entry)?;
+            let mut claimed = Box::pin(self.claim_shards(&entry.without_acks()))
+                .await
+                .map_err(|error| match error {
+                    // The acks went through: a claim routed anew would apply
+                    // them twice.
+                    QueueError::ShardsChanged => QueueError::Unknown(anyhow::anyhow!(
+                        "the shards changed under a claim after its acks were applied"
+                    )),
+                    error => error,
+                })?;
             claimed.acked = acked.acked;
             return Ok(claimed);
         }
         let want = entry.max_jobs as usize;
-        let picks = match repeat {
-            true => Vec::new(),
-            false => {
+        let mut lines = lines;
+        let mut claimed = Claimed::default();
+        // With a request id, a shard that leased jobs or applied acks
+        // keeps its answer, and asked again would answer the same: it is
+        // asked once.
+        let mut answered_id = vec![false; self.shards.len()];
+        for round in 0..ROUNDS {
+            let missing = want - claimed.jobs.len().min(want);
+            let mut plan = {
                 let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
-                merge_lines(&lines, want)
-            }
-        };
-        let mut asks = vec![0u32; self.shards.len()];
-        for shard in &picks {
-            asks[*shard] += 1;
-        }
-        let mut claimed = self
-            .send_parts_where(entry, &asks, |shard| reads[shard].answered)
-            .await?;
-        // The rest, when a race left a first claim short: the shards with
-        // jobs in line that were not picked, then those that gave all
-        // they were asked. Not those, with a request id: a shard keeps one
-        // answer per request id, and asked again it answers the same jobs.
-        let mut got = claimed.jobs.len();
-        if !repeat && got < want {
-            let asked_again = |shard: usize| asks[shard] == 0 || entry.request_id.is_none();
-            let mut rest: Vec<usize> = (0..lines.len())
-                .filter(|shard| {
-                    lines[*shard].scores.len() > lines[*shard].taken.load(Ordering::Relaxed)
-                })
-                .filter(|shard| asked_again(*shard))
-                .collect();
-            for shard in (0..asks.len()).filter(|s| asks[*s] > 0 && asked_again(*s)) {
-                if !rest.contains(&shard) {
-                    rest.push(shard);
+                plan(&lines, missing)
+            };
+            if entry.request_id.is_some() {
+                for (ask, answered) in plan.asks.iter_mut().zip(&answered_id) {
+                    if *answered {
+                        *ask = 0;
+                    }
                 }
             }
-            for shard in rest {
-                let missing = want - got.min(want);
-                if missing == 0 {
+            let part = if round == 0 {
+                self.send_parts(entry, &plan).await
+            } else {
+                self.send_parts(&entry.without_acks(), &plan).await
+            };
+            let first = round == 0;
+            let part = match part.settle(entry, first) {
+                Ok(part) => part,
+                // A later round's failure keeps what the earlier ones
+                // leased: with a request id they are answered again.
+                Err(error) if first || entry.request_id.is_some() => return Err(error),
+                Err(error) => {
+                    tracing::debug!(error = %error, "a later round of a sharded claim failed");
                     break;
                 }
-                let part = Arc::new(ClaimEntry {
-                    max_jobs: missing as u32,
-                    ..entry.without_acks()
-                });
-                match self.shards[shard].lane.claim(part).await {
-                    Ok(part) => {
-                        got += part.jobs.len();
-                        claimed.held = claimed.held.or(part.held);
-                        claimed.expired += part.expired;
-                        claimed.jobs.extend(part.jobs);
-                    }
-                    Err(error) if error.may_have_run() && entry.request_id.is_some() => {
-                        return Err(unanswered_part(error));
-                    }
-                    Err(error) => tracing::debug!(shard, error = %error, "a shard's claim failed"),
+            };
+            for shard in &part.skipped {
+                skipped.insert(*shard);
+            }
+            for job in &part.jobs {
+                answered_id[keys::shard_of(&job.id, self.count()) as usize] = true;
+            }
+            if first {
+                claimed.acked = part.acked;
+                for ack in &entry.acks {
+                    answered_id[keys::shard_of(&ack.id, self.count()) as usize] = true;
                 }
             }
-        }
-        // In the order the claims of one job would have taken them.
-        let mut by_shard: Vec<VecDeque<Job>> = vec![VecDeque::new(); self.shards.len()];
-        for job in std::mem::take(&mut claimed.jobs) {
-            by_shard[keys::shard_of(&job.id, self.count()) as usize].push_back(job);
-        }
-        for shard in &picks {
-            if let Some(job) = by_shard[*shard].pop_front() {
-                claimed.jobs.push(job);
+            claimed.held = claimed.held.or(part.held);
+            claimed.expired += part.expired;
+            // Fewer than asked: another claim took jobs read; the lines are
+            // read again.
+            let short = part.jobs.len() < plan.asks.iter().sum::<u32>() as usize;
+            claimed
+                .jobs
+                .extend(in_pick_order(part.jobs, &plan.picks, self.count()));
+            if claimed.jobs.len() >= want || !short {
+                break;
             }
+            let (again, _, unread) = self
+                .read_lines(
+                    u32::try_from(want - claimed.jobs.len()).unwrap_or(u32::MAX),
+                    None,
+                )
+                .await?;
+            skipped.extend(unread);
+            lines = again;
         }
-        claimed.jobs.extend(by_shard.into_iter().flatten());
+        claimed.skipped = skipped.into_iter().collect();
         Ok(claimed)
     }
 
-    /// Sends each shard its part of `entry`: `asks[shard]` jobs and the
-    /// acks of its jobs, to every shard asked for jobs or holding acks.
-    async fn send_parts(&self, entry: &ClaimEntry, asks: &[u32]) -> Result<Claimed> {
-        self.send_parts_where(entry, asks, |_| false).await
+    /// Every shard's line for `claims` claims of one job, read at once,
+    /// and whether it answered the request id behind `field` before; a
+    /// shard whose read failed has none and is in the set returned. With
+    /// a request id (`field`), a failed read fails the claim; so does one
+    /// that says the shards changed, and a claim none of whose reads went
+    /// through.
+    async fn read_lines(
+        &self,
+        claims: u32,
+        field: Option<String>,
+    ) -> Result<(Vec<Option<Arc<Line>>>, Vec<bool>, BTreeSet<u32>)> {
+        let with_id = field.is_some();
+        let reads = join_all(self.shards.iter().map(|shard| {
+            shard.line.submit(LineEntry {
+                claims,
+                field: field.clone(),
+            })
+        }))
+        .await;
+        let (mut lines, mut answered, mut unread) = (Vec::new(), Vec::new(), BTreeSet::new());
+        let mut failure = None;
+        for (shard, read) in reads.into_iter().enumerate() {
+            match read {
+                Ok(read) => {
+                    answered.push(read.answered);
+                    lines.push(Some(read.line));
+                }
+                Err(error @ (QueueError::ShardsChanged | QueueError::Unregistered)) => {
+                    return Err(error);
+                }
+                Err(error) if with_id => return Err(error),
+                Err(error) => {
+                    tracing::debug!(shard, error = %error, "a shard's line could not be read");
+                    answered.push(false);
+                    lines.push(None);
+                    unread.insert(shard as u32);
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+        match failure {
+            Some(error) if lines.iter().all(Option::is_none) => Err(error),
+            _ => Ok((lines, answered, unread)),
+        }
+    }
+
+    /// Sends each shard its part of `entry`: the jobs `plan` asks of it,
+    /// in its window, and the acks of its jobs, to every shard asked for
+    /// jobs or holding acks.
+    async fn send_parts(&self, entry: &ClaimEntry, plan: &Plan) -> Parts {
+        self.send_parts_where(entry, plan, |_| false).await
     }
 
     /// As `send_parts`, and to every shard `also` names even when it is
     /// asked for nothing and holds no ack (a repeat's shards that answered
-    /// it before). A part with acks that failed makes the claim's effect
-    /// unknown (the jobs the others leased go back when their leases end,
-    /// or a repeat with the request id answers them); a part of jobs alone
-    /// that failed leaves the claim with the others' jobs.
+    /// it before).
     async fn send_parts_where(
         &self,
         entry: &ClaimEntry,
-        asks: &[u32],
+        plan: &Plan,
         also: impl Fn(usize) -> bool,
-    ) -> Result<Claimed> {
+    ) -> Parts {
         // The acks by shard: where each stood in the request, and the ack.
         let mut acks: Vec<(Vec<usize>, Vec<Ack>)> = vec![Default::default(); self.shards.len()];
         for (i, ack) in entry.acks.iter().enumerate() {
@@ -155,58 +244,87 @@ impl QueueShards {
             part.1.push(ack.clone());
         }
         let sent: Vec<usize> = (0..self.shards.len())
-            .filter(|s| asks[*s] > 0 || !acks[*s].1.is_empty() || also(*s))
+            .filter(|s| plan.asks[*s] > 0 || !acks[*s].1.is_empty() || also(*s))
             .collect();
         let outcomes = join_all(sent.iter().map(|shard| {
             let part = Arc::new(ClaimEntry {
-                max_jobs: asks[*shard],
+                max_jobs: plan.asks[*shard],
                 acks: std::mem::take(&mut acks[*shard].1),
+                window: plan.windows[*shard],
                 ..entry.without_acks()
             });
             self.shards[*shard].lane.claim(part)
         }))
         .await;
-        let mut claimed = Claimed {
-            acked: vec![AckOutcome::NotFound; entry.acks.len()],
-            ..Claimed::default()
+        let mut parts = Parts {
+            claimed: Claimed {
+                acked: vec![AckOutcome::NotFound; entry.acks.len()],
+                ..Claimed::default()
+            },
+            ..Parts::default()
         };
-        let (mut applied, mut failure, mut acks_failed) = (false, None, false);
-        let mut may_have_leased = false;
         for (shard, outcome) in sent.iter().zip(outcomes) {
             match outcome {
                 Ok(part) => {
-                    applied = true;
+                    parts.applied = true;
                     for (i, outcome) in acks[*shard].0.iter().zip(&part.acked) {
-                        claimed.acked[*i] = *outcome;
+                        parts.claimed.acked[*i] = *outcome;
                     }
+                    let claimed = &mut parts.claimed;
                     claimed.held = claimed.held.or(part.held);
                     claimed.expired += part.expired;
                     claimed.jobs.extend(part.jobs);
                 }
                 Err(error) => {
                     tracing::debug!(shard, error = %error, "a shard's claim failed");
-                    acks_failed |= !acks[*shard].0.is_empty();
-                    may_have_leased |= asks[*shard] > 0 && error.may_have_run();
-                    failure.get_or_insert(error);
+                    let carried_acks = !acks[*shard].0.is_empty();
+                    let may_have_leased = plan.asks[*shard] > 0 && error.may_have_run();
+                    parts
+                        .failed
+                        .push((*shard, error, carried_acks, may_have_leased));
                 }
             }
         }
-        match failure {
-            None => Ok(claimed),
+        parts
+    }
+}
+
+impl Parts {
+    /// The claim's answer from its parts: a part with acks that failed
+    /// makes the claim's effect unknown (the jobs the others leased go back
+    /// when their leases end, or a repeat with the request id answers
+    /// them); a part of jobs alone that failed leaves the claim with the
+    /// others' jobs, its shard skipped.
+    fn settle(self, entry: &ClaimEntry, first: bool) -> Result<Claimed> {
+        let Self {
+            mut claimed,
+            applied,
+            failed,
+        } = self;
+        let acks_failed = failed.iter().any(|(_, _, acks, _)| *acks);
+        let may_have_leased = failed.iter().any(|(_, _, _, leased)| *leased);
+        claimed.skipped = failed.iter().map(|(shard, ..)| *shard as u32).collect();
+        let Some((_, error, ..)) = failed.into_iter().next() else {
+            return Ok(claimed);
+        };
+        match error {
             // Nothing went through: the claim's own error.
-            Some(error) if !applied => Err(error),
-            Some(error) if acks_failed || claimed.jobs.is_empty() => Err(QueueError::Unknown(
+            error if !applied && first => Err(error),
+            error if acks_failed => Err(QueueError::Unknown(
                 anyhow::Error::new(error)
                     .context("some shards' parts of the claim went through, others failed"),
             )),
             // A part that may have leased jobs whose answer is lost: with a
             // request id, the claim's repeat answers them, so it must be
             // repeated; without, they come back when their leases end.
-            Some(error) if may_have_leased && entry.request_id.is_some() => {
-                Err(unanswered_part(error))
-            }
-            Some(_) => Ok(claimed),
+            error if may_have_leased && entry.request_id.is_some() => Err(unanswered_part(error)),
+            _ => Ok(claimed),
         }
+    }
+
+    /// As `settle` for a claim's only round.
+    fn into_claim(self, entry: &ClaimEntry) -> Result<Claimed> {
+        self.settle(entry, true)
     }
 }
 
@@ -228,32 +346,91 @@ impl ClaimEntry {
             worker: self.worker.clone(),
             request_id: self.request_id.clone(),
             acks: Vec::new(),
+            window: None,
+        }
+    }
+}
+
+impl Plan {
+    /// Nothing asked of any of `shards` shards.
+    fn none(shards: usize) -> Self {
+        Self {
+            picks: Vec::new(),
+            asks: vec![0; shards],
+            windows: vec![None; shards],
         }
     }
 }
 
 /// The shard each of up to `want` claims of one job would take from, in
-/// turn: the one whose next score in line (`lines[shard]`) is the lowest,
-/// the lower shard on a tie. A line's scores that claims sharing its read
-/// picked before are passed over, and the picks are marked taken, so
-/// claims sharing reads pick as claims one after the other would; the
-/// caller holds `merging` meanwhile.
-fn merge_lines(lines: &[Arc<Line>], want: usize) -> Vec<usize> {
+/// turn: the one whose next score in line is the lowest, the lower shard
+/// on a tie; and each shard's window, from the first score picked there to
+/// the last. A line's scores that claims sharing its read picked before
+/// are passed over, and the picks are marked taken, so claims sharing
+/// reads pick as claims one after the other would; the caller holds
+/// `merging` meanwhile. A line read in full (as many scores as asked) may
+/// hold more than was read: once all of it read is picked, no pick goes
+/// past its last score. A shard with no line (its read failed) is not
+/// picked.
+fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
     let mut next: Vec<usize> = lines
         .iter()
-        .map(|line| line.taken.load(Ordering::Relaxed))
+        .map(|line| line.as_ref().map_or(0, |l| l.taken.load(Ordering::Relaxed)))
         .collect();
+    let score = |shard: usize, at: usize| lines[shard].as_ref()?.scores.get(at).copied();
     let mut picks = Vec::with_capacity(want);
+    let mut windows: Vec<Option<(f64, f64)>> = vec![None; lines.len()];
     while picks.len() < want {
         let best = (0..lines.len())
-            .filter_map(|shard| Some((*lines[shard].scores.get(next[shard])?, shard)))
+            .filter_map(|shard| Some((score(shard, next[shard])?, shard)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((_, shard)) = best else { break };
+        let Some((best, shard)) = best else { break };
+        // The unread rest of a line read in full and picked to its end.
+        let unread = (0..lines.len())
+            .filter_map(|other| {
+                let line = lines[other].as_ref()?;
+                let read_to_end =
+                    next[other] >= line.scores.len() && line.scores.len() >= line.asked;
+                read_to_end.then(|| line.scores.last().copied()).flatten()
+            })
+            .min_by(f64::total_cmp);
+        if unread.is_some_and(|last| best > last) {
+            break;
+        }
         next[shard] += 1;
         picks.push(shard);
+        let window = windows[shard].get_or_insert((best, best));
+        window.1 = best;
     }
-    for (line, taken) in lines.iter().zip(next) {
-        line.taken.store(taken, Ordering::Relaxed);
+    for (line, taken) in lines.iter().zip(&next) {
+        if let Some(line) = line {
+            line.taken.store(*taken, Ordering::Relaxed);
+        }
     }
-    picks
+    let mut asks = vec![0u32; lines.len()];
+    for shard in &picks {
+        asks[*shard] += 1;
+    }
+    Plan {
+        picks,
+        asks,
+        windows,
+    }
+}
+
+/// A round's jobs in the order the claims of one job would have taken
+/// them: shard by shard as `picks` names them, then any others.
+fn in_pick_order(jobs: Vec<Job>, picks: &[usize], shards: u32) -> Vec<Job> {
+    let mut by_shard: Vec<VecDeque<Job>> = vec![VecDeque::new(); shards as usize];
+    for job in jobs {
+        by_shard[keys::shard_of(&job.id, shards) as usize].push_back(job);
+    }
+    let mut ordered = Vec::new();
+    for shard in picks {
+        if let Some(job) = by_shard[*shard].pop_front() {
+            ordered.push(job);
+        }
+    }
+    ordered.extend(by_shard.into_iter().flatten());
+    ordered
 }

@@ -69,12 +69,15 @@ struct Spec {
 }
 
 impl Spec {
-    /// The keys it takes, in the order of `Key::ALL`: those of its sets
-    /// and its own.
+    /// The keys it takes, in the order its header names them: those of
+    /// its sets, in the order of `Key::ALL`, then its own, in its row's
+    /// order (tools that call a function directly, such as
+    /// `scripts/lua-instructions`, pass them so).
     fn taken(&self) -> Vec<Key> {
         Key::ALL
             .into_iter()
-            .filter(|key| self.keys.contains(key) || self.sets.iter().any(|set| key.is_in(*set)))
+            .filter(|key| self.sets.iter().any(|set| key.is_in(*set)))
+            .chain(self.keys.iter().copied())
             .collect()
     }
 }
