@@ -39,10 +39,12 @@ fn enqueue(
         delay_ms: 0,
         after: Vec::new(),
         dedup: None,
+        replace: false,
         expires_in_ms: None,
         expires_at: None,
         created: None,
         answered: None,
+        replaced: false,
     };
     op(n, queue, (at, at + 5), outcome, call)
 }
@@ -89,6 +91,7 @@ fn claim(
         attempts,
         enqueued_at,
         expires_at: at + lease_ms as i64,
+        by: None,
     };
     let call = Call::Claim {
         worker: format!("w{n}"),
@@ -98,6 +101,7 @@ fn claim(
         acks: Vec::new(),
         jobs: vec![lease],
         acked: Vec::new(),
+        skipped: Vec::new(),
     };
     op(n, queue, (at, at + 10), Outcome::Ok, call)
 }
@@ -158,6 +162,7 @@ fn clean() -> Vec<Op> {
         }],
         jobs: Vec::new(),
         acked: vec![204],
+        skipped: Vec::new(),
     };
     vec![
         op(1, "capped", (0, 1), Outcome::Ok, configure),
@@ -338,6 +343,7 @@ fn a_claim_answered_from_an_earlier_send_is_judged_from_that_send() {
         acks: Vec::new(),
         jobs: Vec::new(),
         acked: Vec::new(),
+        skipped: Vec::new(),
     };
     history.push(op(52, "main", (401, 404), Outcome::Unknown, first_send));
     assert_eq!(broken(&history), Vec::<&str>::new());
@@ -351,19 +357,67 @@ fn a_job_claimed_before_an_older_one_of_its_group_is_reported() {
     assert_eq!(broken(&history), ["fifo_order"]);
 }
 
-/// The same claims on a queue split over shards: the order rules do not
-/// judge it (FIFO is kept there only up to the races of concurrent claims).
-#[test]
-fn a_sharded_queue_is_not_judged_for_order() {
-    let mut history = clean();
-    history.push(enqueue(50, "main", "f", 2, "g2", 390, Outcome::Ok));
-    history.push(read(51, "main", "f", Some("pending"), 392, None));
-    let shards = Call::Configure {
+/// The main queue split over `shards` shards.
+fn sharded(shards: u32) -> Op {
+    let call = Call::Configure {
         max_in_flight: None,
         group_max_in_flight: None,
-        shards: Some(3),
+        shards: Some(shards),
     };
-    history.push(op(52, "main", (0, 1), Outcome::Ok, shards));
+    op(52, "main", (0, 1), Outcome::Ok, call)
+}
+
+/// The jobs of `ops` (enqueues and claims) without a group.
+fn without_group(history: &mut [Op], ops: &[u64]) {
+    for op in history.iter_mut().filter(|op| ops.contains(&op.op)) {
+        match &mut op.call {
+            Call::Enqueue { group, .. } => *group = None,
+            Call::Claim { jobs, .. } => jobs.iter_mut().for_each(|lease| lease.group = None),
+            _ => {}
+        }
+    }
+}
+
+/// On a queue split over shards, a claim's parts are bounded by the other
+/// shards' next jobs: priority order is judged as on one shard, and FIFO
+/// for the jobs without a group (a named group's jobs are tagged by each
+/// shard's fair order).
+#[test]
+fn a_sharded_queue_is_judged_for_priority_and_for_fifo_without_groups() {
+    let mut history = clean();
+    history.push(sharded(3));
+    history.push(enqueue(50, "main", "e", 0, "g9", 405, Outcome::Ok));
+    history.push(read(51, "main", "e", Some("pending"), 407, None));
+    assert_eq!(broken(&history), ["priority_order"]);
+
+    let mut history = clean();
+    history.push(sharded(3));
+    history.push(enqueue(50, "main", "f", 2, "g2", 390, Outcome::Ok));
+    history.push(read(51, "main", "f", Some("pending"), 392, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    without_group(&mut history, &[19, 20, 50]);
+    assert_eq!(broken(&history), ["fifo_order"]);
+}
+
+/// The same urgent job passed over by a claim that ran while another
+/// claim of the queue said it could not reach a shard: not judged.
+#[test]
+fn a_claim_beside_one_that_skipped_a_shard_is_not_judged() {
+    let mut history = clean();
+    history.push(sharded(3));
+    history.push(enqueue(50, "main", "e", 0, "g9", 405, Outcome::Ok));
+    history.push(read(51, "main", "e", Some("pending"), 407, None));
+    let skipping = Call::Claim {
+        worker: "w60".into(),
+        request_id: "r60".into(),
+        lease_ms: 1000,
+        max_jobs: 1,
+        acks: Vec::new(),
+        jobs: Vec::new(),
+        acked: Vec::new(),
+        skipped: vec![1],
+    };
+    history.push(op(60, "main", (425, 440), Outcome::Ok, skipping));
     assert_eq!(broken(&history), Vec::<&str>::new());
 }
 
@@ -516,6 +570,64 @@ fn a_job_made_with_a_dedup_key_held_by_another_is_reported() {
     assert_eq!(broken(&history), ["dedup_key_held_twice"]);
 }
 
+/// On a queue of 2 shards, a key may have a holder per shard: a job made
+/// while one other held it breaks nothing, one made while two others did
+/// is reported.
+#[test]
+fn a_key_held_in_more_shards_than_the_queue_has_is_reported() {
+    let mut history = clean();
+    history.push(sharded(2));
+    history.push(enqueue_dedup(50, "j", 405, "k", "j"));
+    history.push(enqueue_dedup(51, "l", 600, "k", "l"));
+    history.push(read(54, "main", "j", Some("pending"), 407, None));
+    history.push(read(55, "main", "l", Some("pending"), 602, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    history.push(enqueue_dedup(56, "m", 700, "k", "m"));
+    history.push(read(57, "main", "m", Some("pending"), 702, None));
+    assert_eq!(broken(&history), ["dedup_key_held_twice"]);
+}
+
+/// j holds key k; l's enqueue with k (mode replace) is answered
+/// `replaced: true` with j. A claim that began after that hands out j with
+/// l's args; with j's own, it is reported.
+#[test]
+fn a_replaced_job_handed_out_as_it_was_before_is_reported() {
+    let mut history = clean();
+    history.push(enqueue_dedup(50, "j", 405, "k", "j"));
+    let mut replacing = enqueue_dedup(51, "l", 600, "k", "j");
+    if let Call::Enqueue {
+        replace: mode,
+        replaced,
+        ..
+    } = &mut replacing.call
+    {
+        (*mode, *replaced) = (true, true);
+    }
+    history.push(replacing);
+    let mut handed = claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000);
+    let set_by = |op: &mut Op, by: &str| {
+        if let Call::Claim { jobs, .. } = &mut op.call {
+            jobs[0].by = Some(by.into());
+        }
+    };
+    set_by(&mut handed, "l");
+    history.push(handed.clone());
+    history.push(ack(53, "main", "j", "tj", 720));
+    history.push(read(
+        54,
+        "main",
+        "j",
+        Some("completed"),
+        407,
+        Some(result("tj")),
+    ));
+    history.push(read(55, "main", "l", None, 0, None));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    set_by(&mut handed, "j");
+    replace(&mut history, handed);
+    assert_eq!(broken(&history), ["replaced_delivered"]);
+}
+
 /// e (on the capped queue) waits for main's d, still processing: handed
 /// out, it is reported.
 #[test]
@@ -588,6 +700,7 @@ fn every_rule_has_a_planted_violation() {
         "cancelled_delivered_again",
         "released_early",
         "dedup_key_held_twice",
+        "replaced_delivered",
         "result_mismatch",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();

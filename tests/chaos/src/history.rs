@@ -71,9 +71,12 @@ pub enum Call {
         /// another's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         after: Vec<String>,
-        /// Its deduplication key (mode `drop`), as sent.
+        /// Its deduplication key, as sent (mode `drop`, or `replace` when
+        /// `replace`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dedup: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replace: bool,
         /// Its expiry, as sent (dead-lettered when it comes).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires_in_ms: Option<u64>,
@@ -86,6 +89,10 @@ pub enum Call {
         /// dedup key was held by it (nothing was made).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answered: Option<String>,
+        /// Answered `replaced: true`: the job that held the key took this
+        /// enqueue's task, args and priority.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replaced: bool,
     },
     Claim {
         worker: String,
@@ -100,6 +107,10 @@ pub enum Call {
         /// The status of each ack sent inside the claim, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         acked: Vec<u16>,
+        /// The shards of a sharded queue the claim said it could not
+        /// reach (`skipped_shards`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<u32>,
     },
     Ack(AckEntry),
     Extend {
@@ -153,6 +164,10 @@ pub struct Lease {
     pub enqueued_at: i64,
     /// The lease's deadline, by Redis's clock.
     pub expires_at: i64,
+    /// The client id of the enqueue whose task, args and priority the job
+    /// was handed out with (`args.by`): its own, or a replace's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// Reads a history written by [`write_line`]; an error names the line.

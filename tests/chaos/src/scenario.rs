@@ -21,7 +21,7 @@ use crate::checker::{Violation, check};
 use crate::history::{self, AckEntry, Call, Lease, Op, Outcome};
 use crate::run;
 use crate::run::client::{Answer, Recorder, now_ms, parse_time, send};
-use crate::run::load::{Ctx, RETAIN_MS, leases};
+use crate::run::load::{Ctx, RETAIN_MS, leases, skipped_shards};
 
 /// How long a client retries one request.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -154,10 +154,12 @@ impl Scenario {
                     delay_ms,
                     after: Vec::new(),
                     dedup: None,
+                    replace: false,
                     expires_in_ms: None,
                     expires_at: None,
                     created: a.body["created"].as_bool(),
                     answered: a.body["id"].as_str().map(str::to_owned),
+                    replaced: false,
                 }
             })
             .await;
@@ -186,6 +188,7 @@ impl Scenario {
                 acks: Vec::new(),
                 jobs: leases(&a.body),
                 acked: Vec::new(),
+                skipped: skipped_shards(&a.body),
             })
             .await;
         leases(&answer.body)
@@ -219,6 +222,7 @@ impl Scenario {
             acks: Vec::new(),
             jobs: jobs.clone(),
             acked: Vec::new(),
+            skipped: skipped_shards(&answer.body),
         };
         self.ctx
             .recorder

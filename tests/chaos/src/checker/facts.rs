@@ -176,8 +176,8 @@ pub struct Facts<'h> {
     pub caps: BTreeMap<&'h str, Caps>,
     /// Schedule names of each queue.
     pub schedules: BTreeMap<&'h str, Vec<&'h str>>,
-    /// Shards of each queue whose `shards` was patched (any outcome but
-    /// failed: one whose patch is unknown counts as sharded).
+    /// The most shards each queue whose `shards` was patched may have had
+    /// (any outcome but failed: one whose patch is unknown counts).
     pub shards: BTreeMap<&'h str, u32>,
 }
 
@@ -221,7 +221,8 @@ impl<'h> Facts<'h> {
                 if let Some(shards) = shards
                     && op.outcome != Outcome::Failed
                 {
-                    self.shards.insert(queue, *shards);
+                    let most = self.shards.entry(queue).or_insert(*shards);
+                    *most = (*most).max(*shards);
                 }
                 if op.outcome != Outcome::Failed
                     && (max_in_flight.is_some() || group_max_in_flight.is_some())

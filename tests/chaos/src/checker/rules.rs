@@ -91,6 +91,12 @@ pub const RULES: &[Rule] = &[
         check: dedup_key_held_twice,
     },
     Rule {
+        name: "replaced_delivered",
+        promise: "a job whose dedup key replaced it (mode replace) is never handed \
+                  out, once the replace was answered, as it was before it",
+        check: replaced_delivered,
+    },
+    Rule {
         name: "result_mismatch",
         promise: "a completed job's result is the one its ack sent",
         check: result_mismatch,
@@ -271,7 +277,7 @@ fn stale_ack_accepted(facts: &Facts<'_>) -> Vec<Violation> {
 fn priority_order(facts: &Facts<'_>) -> Vec<Violation> {
     order(
         facts,
-        |x, (priority, _)| priority < x.priority,
+        |x, (priority, _), _| priority < x.priority,
         |_, _| true,
         |x, w| {
             format!(
@@ -282,10 +288,19 @@ fn priority_order(facts: &Facts<'_>) -> Vec<Violation> {
     )
 }
 
+/// On a sharded queue, FIFO is judged for the jobs without a group: a
+/// named group's jobs are tagged by each shard's fair order, so two of
+/// them in different shards come out in the order of their tags, not of
+/// their enqueues (docs/operations.md, "Sharded queues").
 fn fifo_order(facts: &Facts<'_>) -> Vec<Violation> {
     order(
         facts,
-        |x, (priority, group)| x.first_delivery && priority == x.priority && group == x.group,
+        |x, (priority, group), sharded| {
+            x.first_delivery
+                && priority == x.priority
+                && group == x.group
+                && !(sharded && group.is_some())
+        },
         |x, w| x.created_after.is_some_and(|after| w.created_by < after),
         |x, w| {
             format!(
@@ -323,11 +338,18 @@ type ClassKey<'h> = (u8, Option<&'h str>);
 /// Every job a claim answered on a queue without caps, against the jobs
 /// of the queue certainly pending throughout the claim (created before it
 /// started, enqueued without delay, not possibly taken by a claim that
-/// started before it ended) in the classes `class` picks for it; `ahead`
-/// says whether such a job should have come first.
+/// started before it ended) in the classes `class` picks for it (told
+/// whether the queue is sharded); `ahead` says whether such a job should
+/// have come first. On a sharded queue a claim is not judged when it ran
+/// while another said it could not reach a shard (that shard's jobs may
+/// be passed over then, and the claims that said so name it), nor when a
+/// job of a named group entered the queue while it ran (such a job takes
+/// its place by its shard's fair order, which can fall among the jobs a
+/// claim sharing the read counts on taking: docs/operations.md, "Sharded
+/// queues").
 fn order(
     facts: &Facts<'_>,
-    class: impl Fn(&Ranked<'_>, ClassKey<'_>) -> bool,
+    class: impl Fn(&Ranked<'_>, ClassKey<'_>, bool) -> bool,
     ahead: impl Fn(&Ranked<'_>, &Ranked<'_>) -> bool,
     describe: impl Fn(&Ranked<'_>, &Ranked<'_>) -> String,
 ) -> Vec<Violation> {
@@ -342,6 +364,32 @@ fn order(
         .filter(|op| op.outcome == Outcome::Ok && matches!(op.call, Call::Claim { .. }))
         .collect();
     claims.sort_by_key(|op| start_of(op));
+    let skipping: Vec<&Op> = claims
+        .iter()
+        .copied()
+        .filter(|op| matches!(&op.call, Call::Claim { skipped, .. } if !skipped.is_empty()))
+        .collect();
+    let grouped: Vec<&Op> = facts
+        .ops
+        .iter()
+        .filter(|op| {
+            op.outcome != Outcome::Failed
+                && matches!(&op.call, Call::Enqueue { group: Some(_), .. })
+        })
+        .collect();
+    let unjudged = |claim: &Op, start_ms: i64| {
+        let beside = skipping.iter().any(|other| {
+            other.queue == claim.queue
+                && start_of(other) <= claim.end_ms
+                && start_ms <= other.end_ms
+        });
+        let landed = grouped.iter().any(|enqueue| {
+            enqueue.queue == claim.queue
+                && start_ms <= enqueue.end_ms
+                && enqueue.start_ms <= claim.end_ms
+        });
+        beside || landed
+    };
     // Per class, the first witness not yet taken by the time of the
     // claims seen so far: claims come by start, so what was taken before
     // one started was taken before every later one ended.
@@ -355,6 +403,10 @@ fn order(
             continue;
         };
         let start_ms = start_of(claim);
+        let sharded = facts.sharded(claim.queue.as_str());
+        if sharded && unjudged(claim, start_ms) {
+            continue;
+        }
         for (&key, list) in classes {
             let front = fronts.entry((claim.queue.as_str(), key)).or_insert(0);
             while list.get(*front).is_some_and(|w| w.taken_from < start_ms) {
@@ -372,21 +424,20 @@ fn order(
                 created_by: i64::MAX,
                 created_after: job.and_then(JobFacts::created_after),
             };
-            let found =
-                classes
-                    .iter()
-                    .filter(|(key, _)| class(&x, **key))
-                    .find_map(|(key, list)| {
-                        let front = fronts[&(claim.queue.as_str(), *key)];
-                        list[front..]
-                            .iter()
-                            .take_while(|w| w.job.created_by < start_ms)
-                            .find(|w| {
-                                w.taken_from >= claim.end_ms
-                                    && !answered.contains(w.job.id)
-                                    && ahead(&x, &w.job)
-                            })
-                    });
+            let found = classes
+                .iter()
+                .filter(|(key, _)| class(&x, **key, sharded))
+                .find_map(|(key, list)| {
+                    let front = fronts[&(claim.queue.as_str(), *key)];
+                    list[front..]
+                        .iter()
+                        .take_while(|w| w.job.created_by < start_ms)
+                        .find(|w| {
+                            w.taken_from >= claim.end_ms
+                                && !answered.contains(w.job.id)
+                                && ahead(&x, &w.job)
+                        })
+                });
             if let Some(w) = found {
                 out.push(Violation::new(
                     format!(
@@ -403,13 +454,8 @@ fn order(
     out
 }
 
-/// The jobs of each uncapped single-shard queue enqueued ok without
-/// delay, by class (priority and group), in the order they certainly
-/// existed. A sharded queue keeps FIFO only up to the races of concurrent
-/// claims, and its claims pick shards by their lines as one read shared
-/// by concurrent claims saw them: a claim can take a shard's less urgent
-/// jobs after a concurrent one took its head, while another shard's more
-/// urgent job waits.
+/// The jobs of each uncapped queue enqueued ok without delay, by class
+/// (priority and group), in the order they certainly existed.
 fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
     let pending = Pending::new(facts);
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
@@ -418,7 +464,6 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
         // completes, and one that expires leaves pending when its deadline
         // comes, which no operation marks: neither is a witness.
         if facts.caps.get(queue).is_some_and(|c| c.any())
-            || facts.sharded(queue)
             || job.delay_ms() != Some(0)
             || !job.after().is_empty()
             || job.expires()
@@ -661,43 +706,121 @@ fn released_early(facts: &Facts<'_>) -> Vec<Violation> {
 /// that one certainly existed until a claim or a cancel may have touched
 /// it (before that nothing ends it; after, it may end at once). A job
 /// waiting for others or expiring may end with no operation marking it:
-/// it is no holder. Not judged on sharded queues, where a job with a
-/// client id is checked against its own shard's keys only.
+/// it is no holder. On a queue of K shards a job with a client id lives
+/// in its id's shard and is checked against that shard's keys only, so a
+/// key has up to K holders at once: none is made while K others held it.
 fn dedup_key_held_twice(facts: &Facts<'_>) -> Vec<Violation> {
     let pending = Pending::new(facts);
     let mut by_key: BTreeMap<(&str, &str), Vec<(JobKey<'_>, &JobFacts<'_>)>> = BTreeMap::new();
     for (&key, job) in &facts.jobs {
         if let Some(dedup) = job.dedup()
             && job.created_by().is_some()
-            && !facts.sharded(key.0)
         {
             by_key.entry((key.0, dedup)).or_default().push((key, job));
         }
     }
+    let made = |j: &JobFacts<'_>| j.made().next().map_or(0, |op| op.op);
     let mut out = Vec::new();
     for ((queue, dedup), jobs) in &by_key {
-        for &(holder_key, holder) in jobs {
-            let Some(held_from) = holder.created_by() else {
+        let holders = facts.shards.get(queue).copied().unwrap_or(1).max(1) as usize;
+        for &((_, id), job) in jobs {
+            let (Some(after), Some(by)) = (job.created_after(), job.created_by()) else {
                 continue;
             };
-            if !holder.after().is_empty() || holder.expires() {
-                continue;
+            let held: Vec<(&str, &JobFacts<'_>)> = jobs
+                .iter()
+                .filter(|&&(holder_key, holder)| {
+                    holder_key.1 != id
+                        && holder.after().is_empty()
+                        && !holder.expires()
+                        && holder.created_by().is_some_and(|from| {
+                            from < after && by < pending.until(holder_key, holder)
+                        })
+                })
+                .map(|&((_, holder_id), holder)| (holder_id, holder))
+                .collect();
+            if held.len() >= holders {
+                let names: Vec<&str> = held.iter().map(|(name, _)| *name).collect();
+                out.push(Violation::new(
+                    format!(
+                        "{queue}: {id} made with dedup key {dedup} while {} held it (at most {} at once)",
+                        names.join(", "),
+                        holders - 1
+                    ),
+                    held.iter().map(|(_, holder)| made(holder)).chain([made(job)]),
+                ));
             }
-            let held_until = pending.until(holder_key, holder);
-            for &((_, id), job) in jobs {
-                let (Some(after), Some(by)) = (job.created_after(), job.created_by()) else {
-                    continue;
-                };
-                if id != holder_key.1 && held_from < after && by < held_until {
-                    let made = |j: &JobFacts<'_>| j.made().next().map_or(0, |op| op.op);
-                    out.push(Violation::new(
-                        format!(
-                            "{queue}: {id} made with dedup key {dedup} while {} held it",
-                            holder_key.1
-                        ),
-                        [made(holder), made(job)],
-                    ));
-                }
+        }
+    }
+    out
+}
+
+/// Every job handed out by a claim that began after an enqueue was
+/// answered `replaced: true` with it: the task, args and priority it came
+/// with (its `args.by`, the client id of the enqueue that sent them) are
+/// not those of an enqueue whose every send ended before the replace
+/// began (the replace certainly came later).
+fn replaced_delivered(facts: &Facts<'_>) -> Vec<Violation> {
+    // Each enqueue's client id: when its last send that may have applied
+    // ended.
+    let mut written: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut replaces: BTreeMap<(&str, &str), Vec<&Op>> = BTreeMap::new();
+    for op in facts.ops {
+        let Call::Enqueue {
+            id,
+            answered,
+            replaced,
+            ..
+        } = &op.call
+        else {
+            continue;
+        };
+        if op.outcome != Outcome::Failed {
+            let end = written
+                .entry((op.queue.as_str(), id.as_str()))
+                .or_insert(op.end_ms);
+            *end = (*end).max(op.end_ms);
+        }
+        if let (Outcome::Ok, true, Some(answered)) = (op.outcome, replaced, answered) {
+            replaces
+                .entry((op.queue.as_str(), answered.as_str()))
+                .or_default()
+                .push(op);
+        }
+    }
+    let first = first_sends(facts);
+    let mut out = Vec::new();
+    for claim in facts.ops.iter().filter(|op| op.outcome == Outcome::Ok) {
+        let Call::Claim { jobs, .. } = &claim.call else {
+            continue;
+        };
+        let start_ms = first_send(&first, claim);
+        for lease in jobs {
+            let Some(by) = lease.by.as_deref() else {
+                continue;
+            };
+            let key = (claim.queue.as_str(), lease.id.as_str());
+            let Some(&version_end) = written.get(&(claim.queue.as_str(), by)) else {
+                continue;
+            };
+            let replace = replaces
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .find(|replace| replace.end_ms < start_ms && version_end < replace.start_ms);
+            if let Some(replace) = replace {
+                out.push(Violation::new(
+                    format!(
+                        "{}: {} handed out with the args of {by} after {} replaced them",
+                        claim.queue,
+                        lease.id,
+                        match &replace.call {
+                            Call::Enqueue { id, .. } => id.as_str(),
+                            _ => "",
+                        }
+                    ),
+                    [replace.op, claim.op],
+                ));
             }
         }
     }

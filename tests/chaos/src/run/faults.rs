@@ -1,6 +1,9 @@
 //! The seeded fault schedule and how each fault is applied and healed.
-//! Faults come one at a time: each is applied, held for its duration,
-//! healed, and the next one waits its gap.
+//! Faults come one at a time, or now and then two at once: each is
+//! applied, held for its duration, healed, and the next one waits its gap.
+//! Two at once: the first applied, then the second, both held for the
+//! longer duration, the second healed, then the first (a Redis restart
+//! while an instance is down, a failover while Redis is full...).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,7 +11,11 @@ use std::time::Duration;
 use rand::Rng;
 use rand::rngs::StdRng;
 
+use reqwest::Method;
+
+use super::load::{self, Ctx, RESHARDED, SHARDED};
 use super::system::{System, connection, faketime_installed, role};
+use crate::history::{Call, Outcome};
 
 /// One fault, with what the seed drew for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +57,17 @@ pub enum Fault {
         delay_ms: u64,
         ms: u64,
     },
+    /// The resharded queue split over `shards` shards while producers and
+    /// workers run on it: the change is taken only while the queue holds
+    /// no job, so it is asked again until then, for `ms` at most.
+    Reshard { shards: u32, ms: u64 },
+    /// On a cluster: a slot holding one of the sharded queue's shards
+    /// moved to another primary, key by key (`CLUSTER SETSLOT` IMPORTING
+    /// and MIGRATING, `MIGRATE` a few keys at a time with `pause_ms`
+    /// between, then `SETSLOT NODE`), while claims run on it: calls meet
+    /// ASK redirects and TRYAGAIN. `shard` picks the shard, modulo their
+    /// number.
+    SlotMove { shard: usize, pause_ms: u64 },
 }
 
 impl Fault {
@@ -65,15 +83,38 @@ impl Fault {
             Fault::ClockSkew { .. } => "clock_skew",
             Fault::ProxyDrop { .. } => "proxy_drop",
             Fault::ProxyDelay { .. } => "proxy_delay",
+            Fault::Reshard { .. } => "reshard",
+            Fault::SlotMove { .. } => "slot_move",
+        }
+    }
+
+    /// How long it is held once applied.
+    fn hold_ms(self) -> u64 {
+        match self {
+            Fault::InstanceKill { down_ms, .. } | Fault::RedisRestart { down_ms, .. } => down_ms,
+            Fault::InstancePause { ms, .. }
+            | Fault::ClientPause { ms }
+            | Fault::RedisFull { ms }
+            | Fault::ClockSkew { ms, .. }
+            | Fault::ProxyDelay { ms, .. } => ms,
+            Fault::ClientKill
+            | Fault::Failover { .. }
+            | Fault::ProxyDrop { .. }
+            | Fault::Reshard { .. }
+            | Fault::SlotMove { .. } => 0,
         }
     }
 
     /// A fault drawn from those that make sense on the system: proxies
-    /// are not in front of a cluster.
+    /// are not in front of a cluster, slots move only on one.
     fn draw(rng: &mut StdRng, instances: usize, cluster: bool) -> Self {
         let instance = rng.random_range(0..instances);
-        let kinds = if cluster { 8 } else { 10 };
-        match rng.random_range(0..kinds) {
+        let kind = rng.random_range(0..12);
+        let kind = match kind {
+            8 | 9 if cluster => 12,
+            kind => kind,
+        };
+        match kind {
             0 => Fault::InstanceKill {
                 instance,
                 down_ms: rng.random_range(100..1500),
@@ -102,24 +143,33 @@ impl Fault {
                 ms: rng.random_range(1000..5000),
             },
             8 => Fault::ProxyDrop { instance },
-            _ => Fault::ProxyDelay {
+            9 => Fault::ProxyDelay {
                 instance,
                 delay_ms: rng.random_range(10..500),
                 ms: rng.random_range(500..3000),
+            },
+            10 | 11 => Fault::Reshard {
+                shards: rng.random_range(1..=4),
+                ms: 4000,
+            },
+            _ => Fault::SlotMove {
+                shard: rng.random_range(0..8),
+                pause_ms: rng.random_range(20..200),
             },
         }
     }
 }
 
-/// The gap before each fault and the fault, drawn from `rng` until the
-/// gaps add up to `duration_ms`; gaps are uniform in [0, 2 × `every_ms`].
+/// The gap before each fault and the fault (one, or two at once a fifth
+/// of the time), drawn from `rng` until the gaps add up to `duration_ms`;
+/// gaps are uniform in [0, 2 × `every_ms`].
 pub fn schedule(
     rng: &mut StdRng,
     duration_ms: u64,
     every_ms: u64,
     instances: usize,
     cluster: bool,
-) -> Vec<(u64, Fault)> {
+) -> Vec<(u64, Vec<Fault>)> {
     let mut out = Vec::new();
     let mut at = 0;
     loop {
@@ -128,43 +178,112 @@ pub fn schedule(
         if at >= duration_ms {
             return out;
         }
-        out.push((gap, Fault::draw(rng, instances, cluster)));
+        let mut faults = vec![Fault::draw(rng, instances, cluster)];
+        if rng.random_bool(0.2) {
+            let second = Fault::draw(rng, instances, cluster);
+            // Two at once on one instance, or two changes of one queue's
+            // layout, would only undo each other.
+            let clash = match (faults[0], second) {
+                (a, b) if a.instance().is_some() && a.instance() == b.instance() => true,
+                (
+                    Fault::Reshard { .. } | Fault::SlotMove { .. },
+                    Fault::Reshard { .. } | Fault::SlotMove { .. },
+                ) => true,
+                _ => false,
+            };
+            if !clash {
+                faults.push(second);
+            }
+        }
+        out.push((gap, faults));
     }
 }
 
-/// Applies `fault`, holds it, heals it; answers whether it was applied
-/// (a Redis command is refused while Redis is away).
-pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
-    let sleep = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
-    match fault {
-        Fault::InstanceKill { instance, down_ms } => {
+impl Fault {
+    /// The instance it acts on, when it acts on one.
+    fn instance(self) -> Option<usize> {
+        match self {
+            Fault::InstanceKill { instance, .. }
+            | Fault::InstancePause { instance, .. }
+            | Fault::ClockSkew { instance, .. }
+            | Fault::ProxyDrop { instance }
+            | Fault::ProxyDelay { instance, .. } => Some(instance),
+            _ => None,
+        }
+    }
+}
+
+/// What is left to undo of a fault applied.
+#[derive(Debug)]
+enum Undo {
+    Nothing,
+    Relaunch(usize),
+    Resume(usize),
+    StartRedis,
+    Memory(Vec<String>),
+    TrueClock(usize),
+    NoDelay(usize),
+}
+
+/// Applies `faults` (one, or two at once), holds them, heals them in the
+/// reverse order; answers the kinds of those applied (a Redis command is
+/// refused while Redis is away).
+pub async fn apply_all(
+    system: &mut System,
+    ctx: &Ctx,
+    faults: &[Fault],
+) -> anyhow::Result<Vec<&'static str>> {
+    let mut undo = Vec::new();
+    let mut applied = Vec::new();
+    for fault in faults {
+        if let Some(left) = start(system, ctx, *fault).await? {
+            applied.push(fault.kind());
+            undo.push(left);
+        }
+    }
+    let hold = faults.iter().map(|f| f.hold_ms()).max().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(hold)).await;
+    for left in undo.into_iter().rev() {
+        heal(system, left).await?;
+    }
+    Ok(applied)
+}
+
+/// Applies `fault`; answers what is left to undo once it is held, or
+/// `None` when it could not be applied.
+async fn start(system: &mut System, ctx: &Ctx, fault: Fault) -> anyhow::Result<Option<Undo>> {
+    let undo = match fault {
+        Fault::InstanceKill { instance, .. } => {
             system.kill(instance).await;
-            sleep(down_ms).await;
-            system.launch(instance).await?;
+            Undo::Relaunch(instance)
         }
-        Fault::InstancePause { instance, ms } => {
+        Fault::InstancePause { instance, .. } => {
             system.signal(instance, true);
-            sleep(ms).await;
-            system.signal(instance, false);
+            Undo::Resume(instance)
         }
-        Fault::RedisRestart { primary, down_ms } => {
+        Fault::RedisRestart { primary, .. } => {
             let primaries = system.primaries().await;
             if primaries.is_empty() {
-                return Ok(false);
+                return Ok(None);
             }
             system
                 .kill_redis(&primaries[primary % primaries.len()])
                 .await;
-            sleep(down_ms).await;
-            system.start_redis();
+            Undo::StartRedis
         }
         Fault::ClientKill => {
-            return on_primaries(system, &["CLIENT", "KILL", "TYPE", "normal"]).await;
+            return Ok(on_primaries(system, &["CLIENT", "KILL", "TYPE", "normal"])
+                .await?
+                .then_some(Undo::Nothing));
         }
         Fault::ClientPause { ms } => {
-            return on_primaries(system, &["CLIENT", "PAUSE", &ms.to_string(), "ALL"]).await;
+            return Ok(
+                on_primaries(system, &["CLIENT", "PAUSE", &ms.to_string(), "ALL"])
+                    .await?
+                    .then_some(Undo::Nothing),
+            );
         }
-        Fault::RedisFull { ms } => {
+        Fault::RedisFull { .. } => {
             let mut full = Vec::new();
             for url in system.primaries().await {
                 if let Some(used) = used_memory(&url).await
@@ -173,47 +292,238 @@ pub async fn apply(system: &mut System, fault: Fault) -> anyhow::Result<bool> {
                     full.push(url);
                 }
             }
-            sleep(ms).await;
-            for url in &full {
-                command(url, &["CONFIG", "SET", "maxmemory", "0"]).await;
+            if full.is_empty() {
+                return Ok(None);
             }
-            return Ok(!full.is_empty());
+            Undo::Memory(full)
         }
-        Fault::Failover { replica } => return failover(system, replica).await,
+        Fault::Failover { replica } => {
+            return Ok(failover(system, replica).await?.then_some(Undo::Nothing));
+        }
         Fault::ClockSkew {
-            instance,
-            skew_s,
-            ms,
+            instance, skew_s, ..
         } => {
             if !faketime_installed() {
-                return Ok(false);
+                return Ok(None);
             }
             system.kill(instance).await;
             system.launch_with_clock(instance, Some(skew_s)).await?;
-            sleep(ms).await;
-            system.kill(instance).await;
-            system.launch(instance).await?;
+            Undo::TrueClock(instance)
         }
         Fault::ProxyDrop { instance } => {
             let Some(proxy) = &system.instances[instance].proxy else {
-                return Ok(false);
+                return Ok(None);
             };
             proxy.drop_connections();
+            Undo::Nothing
         }
         Fault::ProxyDelay {
-            instance,
-            delay_ms,
-            ms,
+            instance, delay_ms, ..
         } => {
             let Some(proxy) = &system.instances[instance].proxy else {
-                return Ok(false);
+                return Ok(None);
             };
             proxy.set_delay(delay_ms);
-            sleep(ms).await;
-            proxy.set_delay(0);
+            Undo::NoDelay(instance)
+        }
+        Fault::Reshard { shards, ms } => {
+            return Ok(reshard(ctx, shards, ms).await.then_some(Undo::Nothing));
+        }
+        Fault::SlotMove { shard, pause_ms } => {
+            return Ok(move_slot(system, shard, pause_ms)
+                .await
+                .then_some(Undo::Nothing));
+        }
+    };
+    Ok(Some(undo))
+}
+
+/// Undoes what a fault left.
+async fn heal(system: &mut System, undo: Undo) -> anyhow::Result<()> {
+    match undo {
+        Undo::Nothing => {}
+        Undo::Relaunch(instance) => system.launch(instance).await?,
+        Undo::Resume(instance) => system.signal(instance, false),
+        Undo::StartRedis => system.start_redis(),
+        Undo::Memory(full) => {
+            for url in &full {
+                command(url, &["CONFIG", "SET", "maxmemory", "0"]).await;
+            }
+        }
+        Undo::TrueClock(instance) => {
+            system.kill(instance).await;
+            system.launch(instance).await?;
+        }
+        Undo::NoDelay(instance) => {
+            if let Some(proxy) = &system.instances[instance].proxy {
+                proxy.set_delay(0);
+            }
         }
     }
-    Ok(true)
+    Ok(())
+}
+
+/// Asks for the resharded queue to be split over `shards` shards, again
+/// every 50 ms while it holds jobs (409), for `ms` at most; whether it
+/// was taken.
+async fn reshard(ctx: &Ctx, shards: u32, ms: u64) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    let body = serde_json::json!({"shards": shards});
+    let mut rng = load::rng_for(u64::from(shards), ms);
+    loop {
+        let answer = ctx
+            .call(
+                &mut rng,
+                "faults",
+                RESHARDED,
+                (Method::PATCH, "/settings", Some(&body)),
+                |_| Call::Configure {
+                    max_in_flight: None,
+                    group_max_in_flight: None,
+                    shards: Some(shards),
+                },
+            )
+            .await;
+        if answer.outcome == Outcome::Ok {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Moves the slot of one of the sharded queue's shards (its hash tags
+/// found by scanning the primaries) to another primary, a few keys at a
+/// time; whether it was moved.
+async fn move_slot(system: &System, shard: usize, pause_ms: u64) -> bool {
+    let primaries = system.primaries().await;
+    if !system.is_cluster() || primaries.len() < 2 {
+        return false;
+    }
+    // The sharded queue's hash tags, and the primary holding each.
+    let mut tags: Vec<(String, String)> = Vec::new();
+    for url in &primaries {
+        let Some(mut conn) = connection(url).await else {
+            return false;
+        };
+        let pattern = format!("*{{{SHARDED}*}}:meta");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_default();
+        tags.extend(keys.into_iter().map(|key| (key, url.clone())));
+    }
+    tags.sort();
+    if tags.is_empty() {
+        return false;
+    }
+    let (key, source) = tags[shard % tags.len()].clone();
+    let target = primaries
+        .iter()
+        .find(|url| **url != source)
+        .cloned()
+        .unwrap_or_default();
+    let (Some(mut from), Some(mut to)) = (connection(&source).await, connection(&target).await)
+    else {
+        return false;
+    };
+    let slot: Option<u16> = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&key)
+        .query_async(&mut from)
+        .await
+        .ok();
+    let ids: (Option<String>, Option<String>) = (
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query_async(&mut from)
+            .await
+            .ok(),
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query_async(&mut to)
+            .await
+            .ok(),
+    );
+    let (Some(slot), (Some(from_id), Some(to_id))) = (slot, ids) else {
+        return false;
+    };
+    let Some((host, port)) = target
+        .trim_start_matches("redis://")
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_owned(), p.to_owned()))
+    else {
+        return false;
+    };
+    let setslot = |state: &str, node: &str| {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(slot).arg(state).arg(node);
+        cmd
+    };
+    if setslot("IMPORTING", &from_id)
+        .query_async::<()>(&mut to)
+        .await
+        .is_err()
+        || setslot("MIGRATING", &to_id)
+            .query_async::<()>(&mut from)
+            .await
+            .is_err()
+    {
+        return false;
+    }
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(5)
+            .query_async(&mut from)
+            .await
+            .unwrap_or_default();
+        if keys.is_empty() {
+            break;
+        }
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate
+            .arg(&host)
+            .arg(&port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("REPLACE")
+            .arg("KEYS");
+        for key in &keys {
+            migrate.arg(key);
+        }
+        if migrate
+            .query_async::<redis::Value>(&mut from)
+            .await
+            .is_err()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+    }
+    // The slot's new owner, told to the two and to every other primary.
+    let mut moved = setslot("NODE", &to_id)
+        .query_async::<()>(&mut to)
+        .await
+        .is_ok();
+    moved &= setslot("NODE", &to_id)
+        .query_async::<()>(&mut from)
+        .await
+        .is_ok();
+    for url in primaries
+        .iter()
+        .filter(|url| **url != source && **url != target)
+    {
+        if let Some(mut other) = connection(url).await {
+            let _ = setslot("NODE", &to_id).query_async::<()>(&mut other).await;
+        }
+    }
+    moved
 }
 
 /// How long a failover may take before the primary gives it up.

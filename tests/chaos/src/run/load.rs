@@ -16,11 +16,14 @@ use serde_json::{Value, json};
 use super::client::{Answer, Recorder, now_ms, parse_time, send};
 use crate::history::{AckEntry, Call, Lease, Outcome};
 
-/// The uncapped queue the order rules judge, the capped one, and one
-/// split over `SHARDS` shards (FIFO not judged there).
+/// The uncapped queue, the capped one, one split over `SHARDS` shards,
+/// and one whose number of shards the faults change while it runs (its
+/// jobs are not kept once acked, so that it empties now and then, when
+/// the change is taken).
 pub const MAIN: &str = "main";
 pub const CAPPED: &str = "capped";
 pub const SHARDED: &str = "sharded";
+pub const RESHARDED: &str = "resharded";
 pub const SHARDS: u32 = 3;
 /// The capped queue's caps.
 pub const MAX_IN_FLIGHT: u64 = 4;
@@ -49,7 +52,7 @@ impl Ctx {
     }
 
     /// Sends and records one call.
-    async fn call(
+    pub async fn call(
         &self,
         rng: &mut StdRng,
         process: &str,
@@ -112,9 +115,16 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         }
         count += 1;
         let id = format!("{process}-{count}");
-        let queue = [MAIN, MAIN, MAIN, CAPPED, SHARDED][rng.random_range(0..5)];
+        let queue = [MAIN, MAIN, MAIN, CAPPED, SHARDED, RESHARDED][rng.random_range(0..6)];
+        if queue == RESHARDED {
+            plain_enqueue(&ctx, &mut rng, &process, &id).await;
+            continue;
+        }
         let priority: u8 = rng.random_range(0..4);
-        let group = format!("g{}", rng.random_range(0..4));
+        // Half the sharded queue's jobs have no group: FIFO across shards
+        // is judged for those.
+        let group = (queue != SHARDED || rng.random_bool(0.5))
+            .then(|| format!("g{}", rng.random_range(0..4)));
         let delay_ms: u64 = if rng.random_bool(0.1) {
             rng.random_range(100..2000)
         } else {
@@ -131,14 +141,21 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         // Keys only on jobs that end by an operation of the history (not
         // through a dependency or an expiry), so that the checker knows
         // how long they hold them.
-        let dedup: Option<(String, u64)> =
+        let dedup: Option<(String, u64, bool)> =
             (after.is_empty() && expires_in_ms.is_none() && rng.random_bool(0.1)).then(|| {
                 let key = format!("k{}", rng.random_range(0..DEDUP_KEYS));
-                (key, [0, 0, 1000][rng.random_range(0..3)])
+                // Replace (debounce) a third of the time; a replaced job
+                // is handed out with the replacing enqueue's args.
+                (
+                    key,
+                    [0, 0, 1000][rng.random_range(0..3)],
+                    rng.random_bool(0.33),
+                )
             });
         let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
+            "args": {"by": id},
         });
         if !after.is_empty() {
             body["after"] = json!(after);
@@ -146,8 +163,9 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         if let Some(ms) = expires_in_ms {
             body["expires_in_ms"] = json!(ms);
         }
-        if let Some((key, ttl_ms)) = &dedup {
-            body["dedup"] = json!({"key": key, "ttl_ms": ttl_ms, "mode": "drop"});
+        if let Some((key, ttl_ms, replace)) = &dedup {
+            let mode = if *replace { "replace" } else { "drop" };
+            body["dedup"] = json!({"key": key, "ttl_ms": ttl_ms, "mode": mode});
         }
         for _ in 0..4 {
             let answer = ctx
@@ -159,14 +177,16 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                     |a| Call::Enqueue {
                         id: id.clone(),
                         priority,
-                        group: Some(group.clone()),
+                        group: group.clone(),
                         delay_ms,
                         after: after.clone(),
-                        dedup: dedup.as_ref().map(|(key, _)| key.clone()),
+                        dedup: dedup.as_ref().map(|(key, ..)| key.clone()),
+                        replace: dedup.as_ref().is_some_and(|(.., replace)| *replace),
                         expires_in_ms,
                         expires_at: parse_time(&a.body["expires_at"]),
                         created: a.body["created"].as_bool(),
                         answered: a.body["id"].as_str().map(str::to_owned),
+                        replaced: a.body["replaced"].as_bool() == Some(true),
                     },
                 )
                 .await;
@@ -187,6 +207,42 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..80))).await;
     }
+}
+
+/// Enqueues one job on the resharded queue: no group, delay, key,
+/// dependency or retention; sent again, same body, while not answered.
+async fn plain_enqueue(ctx: &Ctx, rng: &mut StdRng, process: &str, id: &str) {
+    let priority: u8 = rng.random_range(0..4);
+    let body = json!({"task": "chaos", "id": id, "priority": priority, "args": {"by": id}});
+    for _ in 0..4 {
+        let answer = ctx
+            .call(
+                rng,
+                process,
+                RESHARDED,
+                (Method::POST, "/jobs", Some(&body)),
+                |a| Call::Enqueue {
+                    id: id.to_owned(),
+                    priority,
+                    group: None,
+                    delay_ms: 0,
+                    after: Vec::new(),
+                    dedup: None,
+                    replace: false,
+                    expires_in_ms: None,
+                    expires_at: None,
+                    created: a.body["created"].as_bool(),
+                    answered: a.body["id"].as_str().map(str::to_owned),
+                    replaced: false,
+                },
+            )
+            .await;
+        if answer.outcome == Outcome::Ok {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(rng.random_range(0..80))).await;
 }
 
 /// What a worker does with a job it leased.
@@ -253,6 +309,7 @@ pub async fn worker(ctx: Arc<Ctx>, seed: u64, n: u64, queue: &'static str) {
                         .collect()
                 })
                 .unwrap_or_default(),
+            skipped: skipped_shards(&a.body),
         };
         // Killed while claiming: the request is dropped mid-flight. Rare:
         // such a claim may have leased any pending job, which the order
@@ -392,6 +449,18 @@ async fn extend(
     .await;
 }
 
+/// The shards a claim's answer says it skipped.
+pub fn skipped_shards(body: &Value) -> Vec<u32> {
+    body["skipped_shards"]
+        .as_array()
+        .map_or_else(Vec::new, |shards| {
+            shards
+                .iter()
+                .filter_map(|shard| u32::try_from(shard.as_u64()?).ok())
+                .collect()
+        })
+}
+
 /// The leases a claim's answer holds.
 pub fn leases(body: &Value) -> Vec<Lease> {
     let Some(jobs) = body["jobs"].as_array() else {
@@ -407,6 +476,7 @@ pub fn leases(body: &Value) -> Vec<Lease> {
                 attempts: job["attempts"].as_u64()? as u32,
                 enqueued_at: parse_time(&job["enqueued_at"])?,
                 expires_at: parse_time(&job["lease_expires_at"])?,
+                by: job["args"]["by"].as_str().map(str::to_owned),
             })
         })
         .collect()

@@ -28,7 +28,9 @@ use tokio::task::JoinSet;
 
 use self::client::{Recorder, now_ms, parse_time, send};
 use self::faults::{Fault, Tally};
-use self::load::{CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, SHARDED, SHARDS};
+use self::load::{
+    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, RESHARDED, SHARDED, SHARDS,
+};
 use self::system::System;
 use crate::checker::{Facts, Offset, Violation, check};
 use crate::history::{self, Call, Op, Outcome};
@@ -103,17 +105,21 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
         clients.spawn(load::producer(ctx.clone(), options.seed, n));
     }
     for n in 0..options.workers {
-        let queue = [MAIN, MAIN, CAPPED, SHARDED][n as usize % 4];
+        let queue = [MAIN, MAIN, CAPPED, SHARDED, RESHARDED][n as usize % 5];
         clients.spawn(load::worker(ctx.clone(), options.seed, n, queue));
     }
     let mut tally = Tally::new();
-    for (gap, fault) in schedule {
+    for (gap, faults) in schedule {
         tokio::time::sleep(Duration::from_millis(gap)).await;
         if now_ms() - started >= duration_ms as i64 {
             break;
         }
-        if faults::apply(&mut system, fault).await? {
-            *tally.entry(fault.kind()).or_default() += 1;
+        let applied = faults::apply_all(&mut system, &ctx, &faults).await?;
+        if applied.len() == 2 {
+            *tally.entry("two_at_once").or_default() += 1;
+        }
+        for kind in applied {
+            *tally.entry(kind).or_default() += 1;
         }
     }
     let left = duration_ms as i64 - (now_ms() - started);
@@ -300,14 +306,14 @@ fn kind(call: &Call) -> &'static str {
 /// each fault after the gap that follows the previous one's healing.
 pub fn print_schedule(options: &Options) {
     let mut rng = load::rng_for(options.seed, u64::MAX);
-    let schedule: Vec<(u64, Fault)> = faults::schedule(
+    let schedule: Vec<(u64, Vec<Fault>)> = faults::schedule(
         &mut rng,
         options.duration.as_millis() as u64,
         options.fault_every.as_millis() as u64,
         options.instances,
         options.cluster,
     );
-    for (gap, fault) in schedule {
-        println!("after {gap:>5} ms  {fault:?}");
+    for (gap, faults) in schedule {
+        println!("after {gap:>5} ms  {faults:?}");
     }
 }
