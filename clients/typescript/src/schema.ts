@@ -755,6 +755,12 @@ export interface components {
              *     claimable.
              */
             jobs: components["schemas"]["JobView"][];
+            /**
+             * @description On a sharded queue, the shards the claim could not reach (their
+             *     Redis failing over, say) and went on without: their jobs may have
+             *     been passed over by the jobs answered. Absent when none.
+             */
+            skipped_shards?: number[];
         };
         /** @description One priority class of the pending jobs. */
         ClassView: {
@@ -1102,6 +1108,15 @@ export interface components {
              *     enqueued with `expires_in_ms`, until they end; null otherwise).
              */
             expires_at?: string | null;
+            /**
+             * Format: int64
+             * @description The lease's fence (processing jobs only): a number that grows with
+             *     every grant of this job and, on one shard, of every job of the
+             *     queue. Pass it to the systems the worker writes to, which refuse a
+             *     write with a smaller fence than the last they took: a worker whose
+             *     lease ran out cannot overwrite its successor's work.
+             */
+            fence?: number | null;
             /** @description The job's group; null when it has none. */
             group?: string | null;
             id: string;

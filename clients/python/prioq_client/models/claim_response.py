@@ -32,10 +32,14 @@ class ClaimResponse:
             claimable.
         acked (list[AckResult] | None | Unset): One result per entry of `ack`, in request order; only when `ack` was
             sent.
+        skipped_shards (list[int] | Unset): On a sharded queue, the shards the claim could not reach (their
+            Redis failing over, say) and went on without: their jobs may have
+            been passed over by the jobs answered. Absent when none.
     """
 
     jobs: list[JobView]
     acked: list[AckResult] | None | Unset = UNSET
+    skipped_shards: list[int] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,6 +60,10 @@ class ClaimResponse:
         else:
             acked = self.acked
 
+        skipped_shards: list[int] | Unset = UNSET
+        if not isinstance(self.skipped_shards, Unset):
+            skipped_shards = self.skipped_shards
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -65,6 +73,8 @@ class ClaimResponse:
         )
         if acked is not UNSET:
             field_dict["acked"] = acked
+        if skipped_shards is not UNSET:
+            field_dict["skipped_shards"] = skipped_shards
 
         return field_dict
 
@@ -103,9 +113,12 @@ class ClaimResponse:
 
         acked = _parse_acked(d.pop("acked", UNSET))
 
+        skipped_shards = cast(list[int], d.pop("skipped_shards", UNSET))
+
         claim_response = cls(
             jobs=jobs,
             acked=acked,
+            skipped_shards=skipped_shards,
         )
 
         claim_response.additional_properties = d

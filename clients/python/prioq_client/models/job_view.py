@@ -55,6 +55,11 @@ class JobView:
             claim's answer has them all finished.
         expires_at (None | str | Unset): When the job, not claimed by then, is no longer delivered (jobs
             enqueued with `expires_in_ms`, until they end; null otherwise).
+        fence (int | None | Unset): The lease's fence (processing jobs only): a number that grows with
+            every grant of this job and, on one shard, of every job of the
+            queue. Pass it to the systems the worker writes to, which refuse a
+            write with a smaller fence than the last they took: a worker whose
+            lease ran out cannot overwrite its successor's work.
         group (None | str | Unset): The job's group; null when it has none.
         last_error (None | str | Unset):
         lease_expires_at (None | str | Unset):
@@ -92,6 +97,7 @@ class JobView:
     dependants: list[str] | Unset = UNSET
     dependencies: list[DependencyView] | None | Unset = UNSET
     expires_at: None | str | Unset = UNSET
+    fence: int | None | Unset = UNSET
     group: None | str | Unset = UNSET
     last_error: None | str | Unset = UNSET
     lease_expires_at: None | str | Unset = UNSET
@@ -180,6 +186,12 @@ class JobView:
             expires_at = UNSET
         else:
             expires_at = self.expires_at
+
+        fence: int | None | Unset
+        if isinstance(self.fence, Unset):
+            fence = UNSET
+        else:
+            fence = self.fence
 
         group: None | str | Unset
         if isinstance(self.group, Unset):
@@ -279,6 +291,8 @@ class JobView:
             field_dict["dependencies"] = dependencies
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
+        if fence is not UNSET:
+            field_dict["fence"] = fence
         if group is not UNSET:
             field_dict["group"] = group
         if last_error is not UNSET:
@@ -410,6 +424,15 @@ class JobView:
 
         expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
 
+        def _parse_fence(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        fence = _parse_fence(d.pop("fence", UNSET))
+
         def _parse_group(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -531,6 +554,7 @@ class JobView:
             dependants=dependants,
             dependencies=dependencies,
             expires_at=expires_at,
+            fence=fence,
             group=group,
             last_error=last_error,
             lease_expires_at=lease_expires_at,
