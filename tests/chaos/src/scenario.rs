@@ -50,6 +50,7 @@ impl Scenario {
             recorder: Arc::new(Recorder::create(&history)?),
             produce: AtomicBool::new(false),
             work: AtomicBool::new(false),
+            resharding: AtomicBool::new(false),
         };
         Ok(Arc::new(Self {
             ctx: Arc::new(ctx),

@@ -317,7 +317,8 @@ struct Ranked<'h> {
     id: &'h str,
     priority: u8,
     group: Option<&'h str>,
-    /// Claimed before: a nacked or expired job's place is its own matter.
+    /// Claimed before: a nacked or expired job's place is its own matter
+    /// (and so is a dependant's on a sharded queue).
     first_delivery: bool,
     created_by: i64,
     created_after: Option<i64>,
@@ -420,7 +421,12 @@ fn order(
                 id: &lease.id,
                 priority: lease.priority,
                 group: lease.group.as_deref(),
-                first_delivery: lease.attempts == 0 && job.and_then(JobFacts::delay_ms) == Some(0),
+                // On a sharded queue, a dependant takes its place when it is
+                // released, by its shard's line, which another shard's
+                // jobs enqueued earlier do not hold it behind.
+                first_delivery: lease.attempts == 0
+                    && job.and_then(JobFacts::delay_ms) == Some(0)
+                    && !(sharded && job.is_some_and(|job| !job.after().is_empty())),
                 created_by: i64::MAX,
                 created_after: job.and_then(JobFacts::created_after),
             };
@@ -455,9 +461,25 @@ fn order(
 }
 
 /// The jobs of each uncapped queue enqueued ok without delay, by class
-/// (priority and group), in the order they certainly existed.
+/// (priority and group), in the order they certainly existed; not those
+/// whose dedup key an enqueue in mode replace may have used (a replace
+/// gives the job its priority and a new place in line).
 fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
     let pending = Pending::new(facts);
+    // Keys an enqueue in mode replace may have used: the job holding one
+    // may have taken another priority and another place in line.
+    let replaced: BTreeSet<(&str, &str)> = facts
+        .ops
+        .iter()
+        .filter_map(|op| match &op.call {
+            Call::Enqueue {
+                dedup: Some(key),
+                replace: true,
+                ..
+            } if op.outcome != Outcome::Failed => Some((op.queue.as_str(), key.as_str())),
+            _ => None,
+        })
+        .collect();
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
         // A job waiting for others becomes pending when the last of them
@@ -467,6 +489,7 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
             || job.delay_ms() != Some(0)
             || !job.after().is_empty()
             || job.expires()
+            || job.dedup().is_some_and(|key| replaced.contains(&(queue, key)))
         {
             continue;
         }

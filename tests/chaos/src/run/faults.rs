@@ -150,7 +150,7 @@ impl Fault {
             },
             10 | 11 => Fault::Reshard {
                 shards: rng.random_range(1..=4),
-                ms: 4000,
+                ms: 8000,
             },
             _ => Fault::SlotMove {
                 shard: rng.random_range(0..8),
@@ -364,9 +364,16 @@ async fn heal(system: &mut System, undo: Undo) -> anyhow::Result<()> {
 }
 
 /// Asks for the resharded queue to be split over `shards` shards, again
-/// every 50 ms while it holds jobs (409), for `ms` at most; whether it
-/// was taken.
+/// every 50 ms while it holds jobs (409), for `ms` at most, its producers
+/// holding off meanwhile (see `Ctx::resharding`); whether it was taken.
 async fn reshard(ctx: &Ctx, shards: u32, ms: u64) -> bool {
+    ctx.resharding.store(true, std::sync::atomic::Ordering::Relaxed);
+    let taken = reshard_when_drained(ctx, shards, ms).await;
+    ctx.resharding.store(false, std::sync::atomic::Ordering::Relaxed);
+    taken
+}
+
+async fn reshard_when_drained(ctx: &Ctx, shards: u32, ms: u64) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
     let body = serde_json::json!({"shards": shards});
     let mut rng = load::rng_for(u64::from(shards), ms);
