@@ -32,7 +32,8 @@ struct Args {
     workers: u64,
     /// Run on a local three-primary Redis Cluster with a replica each
     /// (no proxies: a primary killed, `CLUSTER FAILOVER`, client kill and
-    /// pause, a full Redis, instance faults).
+    /// pause, a full Redis, instance faults, a reshard, a slot of the
+    /// sharded queue moved between primaries).
     #[arg(long)]
     cluster: bool,
     /// The prioq binary (default: `prioq` next to this one, the same
