@@ -1,8 +1,8 @@
 -- line: what one shard of a sharded queue would hand out to claims of
 -- one job each, one after the other, read before a claim picks its
 -- shards. Due scheduled jobs are promoted first, as a claim there would.
--- Then, for up to ARGV[4] claims of one job, the score of the job each
--- would find first in line, most urgent first: the shard's claimable
+-- Then, for up to ARGV[4] claims of one job, the job each would take and
+-- the score it would find first in line, most urgent first: the shard's claimable
 -- jobs in order, with each group's next job in line once its head is
 -- taken, without the heads of groups at their cap, and with the bulk
 -- floor's turns taking the first job of the least urgent class. None
@@ -20,8 +20,10 @@
 -- Returns: {capped, answered..., score, ...}: capped is 1 when a group cap
 --   or max_in_flight is set (an ack could change what the shard offers),
 --   else 0; answered, per request id looked up, 1 when this shard answered
---   that claim jobs before; then the score first in line for each claim of
---   one, fewer when the shard would run out or be held back
+--   that claim jobs before; then for each claim of one the id of the job
+--   it would take and the score first in line (the bulk floor's turn
+--   takes a job ranked after it), fewer when the shard would run out or be
+--   held back
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 
 -- A shard's pending jobs as the claims of one would see them: the first
@@ -162,7 +164,6 @@ redis.register_function{
       local kept = redis.call('HGET', q.claims, argv[i])
       out[#out + 1] = (kept and string.match(kept, ';%S')) and 1 or 0
     end
-    local flags = #out
     if c.settings.paused then return out end
     local limit = tonumber(argv[4])
     if c.settings.max_in_flight then limit = math.min(limit, math.max(0, c.settings.max_in_flight - jobs_in_flight(q))) end
@@ -172,7 +173,7 @@ redis.register_function{
     -- Without groups and floor, the line is pending's first jobs.
     if ppm == 0 and redis.call('ZCARD', q.groups) == 0 then
       local page = redis.call('ZRANGE', q.pending, 0, limit - 1, 'WITHSCORES')
-      for i = 2, #page, 2 do
+      for i = 1, #page do
         out[#out + 1] = page[i]
       end
       return out
@@ -185,7 +186,8 @@ redis.register_function{
       local group = entry[3]
       return group and held_back(c, group, taken[group])
     end
-    while #out < limit + flags do
+    local picks = 0
+    while picks < limit do
       local head = first(l)
       -- A head whose group is held back (at its cap) is withheld.
       while head and held(head) do
@@ -193,19 +195,18 @@ redis.register_function{
         head = first(l)
       end
       if not head then break end
-      out[#out + 1] = string.format('%.17g', head[2])
       local job = head
-      if ppm > 0 and floor_turn(handed + #out - flags, ppm) then
+      if ppm > 0 and floor_turn(handed + picks + 1, ppm) then
         job = first_of_least_urgent(l)
         while job and held(job) do
           remove(l, job)
           job = first_of_least_urgent(l)
         end
       end
-      if not job then
-        out[#out] = nil
-        break
-      end
+      if not job then break end
+      picks = picks + 1
+      out[#out + 1] = job[1]
+      out[#out + 1] = string.format('%.17g', head[2])
       remove(l, job)
       if job[3] then
         taken[job[3]] = (taken[job[3]] or 0) + 1

@@ -87,7 +87,7 @@ impl Calls {
     /// Adds one call of one claim for `max_jobs` that first acks `acks`.
     pub fn claim(&mut self, keys: &QueueKeys, max_jobs: usize, acks: Vec<Ack>) {
         let claim = ClaimEntry {
-            window: None,
+            picked: Vec::new(),
             lease_ms: LEASE_MS,
             max_jobs: max_jobs as u32,
             worker: String::new(),

@@ -46,7 +46,7 @@ local function bench_argv(acking, enqueues, claims, body)
   end
   a[#a + 1] = tostring(claims)
   for _ = 1, claims do
-    for _, v in ipairs({'60000', '1', 'worker', '', '0'}) do
+    for _, v in ipairs({'60000', '1', 'worker', '', '', '0'}) do
       a[#a + 1] = v
     end
   end

@@ -6,11 +6,11 @@
 -- group is at its cap goes back to its group set. The jobs handed out are
 -- those a claim per request would have taken, one after the other.
 -- Its section of ARGV: the number of requests, then per request lease_ms,
--- max_jobs, worker ('' for none), request id ('' for none), the lowest
--- and the highest score of its window ('' for none: a part of a sharded
--- queue's claim takes only jobs whose score is in the window, the first
--- and the last job it picked there from the shard's line), number of
--- acks, and an id, a lease token and a result ('' for none) per ack
+-- max_jobs, worker ('' for none), request id ('' for none), the jobs it
+-- picked ('' for none: a part of a sharded queue's claim takes only the
+-- jobs it picked from the shard's line, their ids separated by spaces;
+-- see `take_picked`), number of acks, and an id, a lease token and a
+-- result ('' for none) per ack
 -- (applied before the request's jobs are handed out; see `claim_all`).
 -- Answers, one request after the other, the number of jobs leased to it
 -- and then id, record, lease token and lease deadline (ms) per job; and
@@ -72,38 +72,87 @@ local function add_expiry_out(c, id, entry)
   c.expiry_out = out
 end
 
+-- What a take holds while it takes jobs: the ids and records taken, the
+-- highest tag taken per class, the expired jobs met and the jobs with an
+-- expiry taken (made when first needed, so that a take without any builds
+-- no more tables).
+local function take(c)
+  return {taken = {}, records = {}, last_tags = {}, gone = NONE, claimed = NONE,
+    expiring = number(c, 'expiring') > 0}
+end
+
+-- Takes job `id` of score `member_score`, out of pending, with its
+-- record and its `expiry` entry (false for none): a job of a group at its
+-- cap goes back to its group set and does not count; a job whose expiry
+-- has come is met (see `finish_take`) and does not count either. Answers
+-- the head its group got in its place, {id, score}, or nil.
+local function take_one(c, t, id, record, member_score, entry, now)
+  local prio, tag = class_and_tag(member_score)
+  local group = group_of(record)
+  local expired = entry and deadline_of(entry) <= now
+  if group and not expired and holds(c, group) then
+    withhold(c, id, prio, group, member_score)
+    return nil
+  end
+  if expired then
+    if t.gone == NONE then t.gone = {} end
+    t.gone[#t.gone + 1] = {id, record, entry}
+  else
+    t.taken[#t.taken + 1] = id
+    t.records[#t.taken] = record
+    if entry then
+      if t.claimed == NONE then t.claimed = {} end
+      t.claimed[#t.claimed + 1] = id
+      add_expiry_out(c, id, entry)
+    end
+    if tag > (t.last_tags[prio] or -1) then t.last_tags[prio] = tag end
+  end
+  if not group then return nil end
+  count_waiting(c, group, -1)
+  if not expired then
+    count_inflight(c, group, 1)
+    spend_token(c, group)
+  end
+  return refill_head(c, group, prio)
+end
+
+-- Ends a take at `now`: the expired jobs met end (see `expire`), up to
+-- `c.expiring_budget` a call, then the claims waiting are told to look
+-- again; the jobs handed out no longer wait for their deadline (a lease
+-- that ends puts them back, see `end_lease`); the classes' virtual times
+-- move to the highest tags handed out. Answers the ids and the records of
+-- the jobs taken.
+local function finish_take(c, t, now)
+  if #t.gone > 0 then
+    expire(c, t.gone, now)
+    c.expiring_budget = c.expiring_budget - #t.gone
+    if c.expiring_budget <= 0 then c.look_again = true end
+  end
+  if #t.claimed > 0 then redis.call('ZREM', c.q.expiry_due, unpack(t.claimed)) end
+  local fields = {}
+  for prio in pairs(t.last_tags) do
+    fields[#fields + 1] = fields_of(prio).vtime
+  end
+  fetch(c, fields)
+  for prio, tag in pairs(t.last_tags) do
+    advance(c, prio, tag)
+  end
+  return t.taken, t.records
+end
+
 -- Takes up to `wanted` jobs in hand-out order at `now`, counting from
 -- `handed` jobs already handed out; plain pops between two floor jobs go
--- in one ZPOPMIN. A job of a group at its cap goes back to its group set
--- and does not count. A job whose expiry has come is ended (see `expire`)
--- and does not count either, up to `c.expiring_budget` of them in the
--- call: then the take stops short, and the claims waiting are told to
--- look again.
+-- in one ZPOPMIN (see `take_one` for the jobs that do not count).
 -- Answers the ids and the records of the jobs taken.
-local function take_jobs(c, wanted, handed, ppm, now, window)
-  local q, taken, records_taken, last_tags = c.q, {}, {}, {}
-  local past = false
-  -- The expired jobs met and the jobs with an expiry taken: made when
-  -- first needed, so that a claim without any builds no more tables.
-  local expiring, gone, claimed = number(c, 'expiring') > 0, NONE, NONE
-  while #taken < wanted and #gone < c.expiring_budget and not past do
+local function take_jobs(c, wanted, handed, ppm, now)
+  local q, t = c.q, take(c)
+  while #t.taken < wanted and #t.gone < c.expiring_budget do
     local run = 0
-    while run < wanted - #taken and not (ppm > 0 and floor_turn(handed + #taken + run + 1, ppm)) do
+    while run < wanted - #t.taken and not (ppm > 0 and floor_turn(handed + #t.taken + run + 1, ppm)) do
       run = run + 1
     end
-    local popped, floor_pick = nil, run == 0
-    if run > 0 and window then
-      -- From the window's first score on: a job that came before it
-      -- since the line was read is not this part's.
-      popped = redis.call('ZRANGE', q.pending, window.lo, '+inf', 'BYSCORE', 'LIMIT', 0, run, 'WITHSCORES')
-      if #popped > 0 then
-        local members = {}
-        for i = 1, #popped, 2 do
-          members[#members + 1] = popped[i]
-        end
-        redis.call('ZREM', q.pending, unpack(members))
-      end
-    elseif run > 0 then
+    local popped
+    if run > 0 then
       popped = redis.call('ZPOPMIN', q.pending, run)
     else
       run, popped = 1, take_first_of_least_urgent(q) or {}
@@ -114,84 +163,55 @@ local function take_jobs(c, wanted, handed, ppm, now, window)
       ids[#ids + 1] = popped[i]
     end
     local records = redis.call('HMGET', q.jobs, unpack(ids))
-    local entries = expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
+    local entries = t.expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.
     local refilled = false
     -- The most urgent head refilled in this pop, {id, score}.
     local first_refill = nil
     for i, id in ipairs(ids) do
-      local record, member_score = records[i], popped[2 * i]
+      local member_score = popped[2 * i]
       -- A group's next job may come before the rest of this pop, as it
       -- would for claims of one job each: the rest go back, and the next
-      -- pop takes them in order with it. A job past the window goes back
-      -- with the rest, and the take ends (a floor turn's job is the
-      -- floor's, whatever its rank).
+      -- pop takes them in order with it.
       if first_refill and before(first_refill[2], first_refill[1], member_score, id) then
         put_back(q, popped, i)
         break
       end
-      if window and not floor_pick and tonumber(member_score) > window.hi then
-        put_back(q, popped, i)
-        past = true
-        break
-      end
-      local prio, tag = class_and_tag(member_score)
-      local group = group_of(record)
-      local entry = entries[i]
-      local expired = entry and deadline_of(entry) <= now
-      if group and not expired and holds(c, group) then
-        withhold(c, id, prio, group, member_score)
-      else
-        if expired then
-          if gone == NONE then gone = {} end
-          gone[#gone + 1] = {id, record, entry}
-        else
-          taken[#taken + 1] = id
-          records_taken[#taken] = record
-          if entry then
-            if claimed == NONE then claimed = {} end
-            claimed[#claimed + 1] = id
-            add_expiry_out(c, id, entry)
-          end
-          if tag > (last_tags[prio] or -1) then last_tags[prio] = tag end
-        end
-        if group then
-          count_waiting(c, group, -1)
-          if not expired then
-            count_inflight(c, group, 1)
-            spend_token(c, group)
-          end
-          local head = refill_head(c, group, prio)
-          if head then
-            refilled = true
-            if not first_refill or before(head[2], head[1], first_refill[2], first_refill[1]) then
-              first_refill = head
-            end
-          end
+      local head = take_one(c, t, id, records[i], member_score, entries[i], now)
+      if head then
+        refilled = true
+        if not first_refill or before(head[2], head[1], first_refill[2], first_refill[1]) then
+          first_refill = head
         end
       end
     end
     if #popped / 2 < run and not refilled then break end
   end
-  if #gone > 0 then
-    expire(c, gone, now)
-    c.expiring_budget = c.expiring_budget - #gone
-    if c.expiring_budget <= 0 then c.look_again = true end
+  return finish_take(c, t, now)
+end
+
+-- Takes, at `now`, up to `wanted` of the jobs `picked` (ids, in the order
+-- a sharded queue's claim picked them from the shard's line) that still
+-- wait in pending, and no other: a job that landed since the line was
+-- read, even among them, is not the part's (it landed after the claim
+-- began), and taking it would leave behind a job the claims sharing the
+-- read count on this part taking. A picked job gone meanwhile (another
+-- claim took it) leaves the part short. A group's next job picked comes
+-- into pending when its head is taken before it.
+-- Answers the ids and the records of the jobs taken.
+local function take_picked(c, wanted, picked, now)
+  local q, t = c.q, take(c)
+  for id in string.gmatch(picked, '%S+') do
+    if #t.taken >= wanted or #t.gone >= c.expiring_budget then break end
+    local member_score = redis.call('ZSCORE', q.pending, id)
+    if member_score then
+      redis.call('ZREM', q.pending, id)
+      local entry = t.expiring and redis.call('HGET', q.expiry, id)
+      take_one(c, t, id, redis.call('HGET', q.jobs, id), member_score, entry, now)
+    end
   end
-  -- The jobs handed out no longer wait for their deadline: a lease that
-  -- ends puts them back (see `end_lease`).
-  if #claimed > 0 then redis.call('ZREM', q.expiry_due, unpack(claimed)) end
-  -- The classes' virtual times move to the highest tags handed out.
-  local fields = {}
-  for prio in pairs(last_tags) do
-    fields[#fields + 1] = fields_of(prio).vtime
-  end
-  fetch(c, fields)
-  for prio, tag in pairs(last_tags) do
-    advance(c, prio, tag)
-  end
-  return taken, records_taken
+  return finish_take(c, t, now)
 end
 
 -- Reads the section that starts at `at`: per request, where its lease_ms
@@ -202,17 +222,17 @@ local function read_claims(argv, at)
   local requests, count = {}, int_of(argv[at])
   at = at + 1
   for r = 1, count do
-    local n = int_of(argv[at + 6])
+    local n = int_of(argv[at + 5])
     requests[r] = {
       at = at, worker = argv[at + 2], id = argv[at + 3],
-      window = argv[at + 4] ~= '' and {lo = argv[at + 4], hi = tonumber(argv[at + 5])} or nil,
-      acks = at + 7, last_ack = at + 6 + 3 * n,
+      picked = argv[at + 4] ~= '' and argv[at + 4] or nil,
+      acks = at + 6, last_ack = at + 5 + 3 * n,
       -- Filled by `claim_all`: its jobs are `count` in the list `jobs`
       -- after its first `from` entries, four entries each: id, record,
       -- token, deadline.
       jobs = NONE, from = 0, count = 0,
     }
-    at = at + 7 + 3 * n
+    at = at + 6 + 3 * n
   end
   return requests, at
 end
@@ -291,7 +311,7 @@ end
 -- same fence.
 -- Answers why fewer jobs than asked were handed out and the wait for the
 -- next rate limit token.
-local function hand_out(c, argv, list, now, ppm, token_prefix, window)
+local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
   local q, wanted = c.q, 0
   for _, request in ipairs(list) do
     wanted = wanted + int_of(argv[request.at + 1])
@@ -315,7 +335,12 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, window)
   end
 
   local handed = number(c, 'floor')
-  local taken, records = take_jobs(c, wanted, handed, ppm, now, window)
+  local taken, records
+  if picked then
+    taken, records = take_picked(c, wanted, picked, now)
+  else
+    taken, records = take_jobs(c, wanted, handed, ppm, now)
+  end
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
   local fence = 0
   if #taken > 0 then
@@ -425,31 +450,31 @@ local function claim_all(c, argv, requests, now, ppm, token_prefix, statuses, ou
   local limited, wait_ms = '', 0
   if not (acking and (c.settings.group_max_in_flight or c.settings.max_in_flight)) then
     if acking then ack(requests) end
-    -- Requests with a window are served each on its own, after those
+    -- Requests with jobs picked are served each on its own, after those
     -- without, which are served together.
-    local free, windowed = serve, NONE
+    local free, picking = serve, NONE
     for _, request in ipairs(serve) do
-      if request.window then
-        free, windowed = {}, {}
+      if request.picked then
+        free, picking = {}, {}
         break
       end
     end
-    if windowed ~= NONE then
+    if picking ~= NONE then
       for _, request in ipairs(serve) do
-        local list = request.window and windowed or free
+        local list = request.picked and picking or free
         list[#list + 1] = request
       end
     end
     if #free > 0 then limited, wait_ms = hand_out(c, argv, free, now, ppm, token_prefix) end
-    for _, request in ipairs(windowed) do
-      local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.window)
+    for _, request in ipairs(picking) do
+      local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.picked)
       if why ~= '' then limited, wait_ms = why, wait end
     end
   else
     for _, request in ipairs(requests) do
       ack({request})
       if request.served then
-        local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.window)
+        local why, wait = hand_out(c, argv, {request}, now, ppm, token_prefix, request.picked)
         if why ~= '' then limited, wait_ms = why, wait end
       end
     end

@@ -121,25 +121,13 @@ local function take_tags(c, prios, groups, arrivals, restarted)
     -- arrival number, taken from one counter in the queue's home: tags
     -- compare across shards, so claims keep arrival order (a job whose
     -- enqueue began after another's was answered has the later number).
-    -- A job that lands after one with a later number (their enqueues ran
-    -- at once) goes after every job tagged here so far, halfway to the
-    -- next number: no job lands among those a claim has read and counts
-    -- on taking. The group's finish tag only grows, so a job put back
-    -- without a number (a nack, a promotion) goes behind them.
+    -- The group's finish tag only grows, so a job put back without a
+    -- number (a nack, a promotion) goes behind every job tagged so far.
     local arrival = arrivals and arrivals[i]
     local finish
     if group == '' and arrival then
-      local landed = fields.tag .. '!'
-      local last = taken[landed]
-      if last == nil then last = number(c, landed) end
-      local floor = arrival * c.stride
       local previous = tag
-      if floor > last then
-        tag = floor
-      else
-        tag = last + ((math.floor(last / c.stride) + 1) * c.stride - last) / 2
-      end
-      taken[landed] = tag
+      tag = arrival * c.stride
       finish = math.max(previous, tag + c.stride)
     else
       finish = tag + (group == '' and c.stride or c.stride / weight(c, group))

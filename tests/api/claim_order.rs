@@ -342,7 +342,7 @@ async fn an_ack_in_a_claim_frees_a_cap_for_that_claim_not_for_the_others_in_its_
 
     let claim = |acks| {
         Exchange::Claim(Arc::new(ClaimEntry {
-            window: None,
+            picked: Vec::new(),
             lease_ms: 60_000,
             max_jobs: 1,
             worker: String::new(),

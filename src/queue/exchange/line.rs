@@ -30,6 +30,9 @@ pub(crate) struct Line {
     pub(crate) capped: bool,
     /// The score first in line for each claim of one job, in turn.
     pub(crate) scores: Vec<f64>,
+    /// The job each claim of one job would take, in turn: the one of its
+    /// score, or on a bulk floor's turn the least urgent class's first.
+    pub(crate) ids: Vec<String>,
     /// How many claims of one job the read was for: a line with fewer
     /// scores ran out (the shard had no more to hand out).
     pub(crate) asked: usize,
@@ -79,13 +82,19 @@ impl Batch for LineBatch {
         if rest.len() < fields {
             return Err(malformed());
         }
-        let (flags, scores) = rest.split_at(fields);
+        let (flags, picks) = rest.split_at(fields);
+        if picks.len() % 2 != 0 {
+            return Err(malformed());
+        }
         let line = Arc::new(Line {
             capped: capped == "1",
-            scores: scores
+            scores: picks
                 .iter()
+                .skip(1)
+                .step_by(2)
                 .map(|score| score.parse::<f64>().map_err(|_| malformed()))
                 .collect::<Result<_>>()?,
+            ids: picks.iter().step_by(2).cloned().collect(),
             asked: asked as usize,
             taken: AtomicUsize::new(0),
         });

@@ -92,10 +92,10 @@ pub struct ClaimEntry {
     pub request_id: Option<String>,
     /// Jobs to acknowledge first.
     pub acks: Vec<Ack>,
-    /// A part of a sharded queue's claim hands out only jobs whose score
-    /// is in this window: from the first job to the last it picked in the
-    /// shard's line (see `claim_shards`). `None`: no window.
-    pub window: Option<(f64, f64)>,
+    /// A part of a sharded queue's claim hands out only these jobs, those
+    /// it picked in the shard's line, in order, that still wait (see
+    /// `claim_shards`). Empty: not a part; any job may be handed out.
+    pub picked: Vec<String>,
 }
 
 /// What one request's claim did.

@@ -171,18 +171,7 @@ pub fn exchange_command(
             .arg(claim.max_jobs)
             .arg(&claim.worker)
             .arg(claim.request_id.as_deref().unwrap_or(""))
-            .arg(
-                claim
-                    .window
-                    .map(|(lo, _)| lo.to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(
-                claim
-                    .window
-                    .map(|(_, hi)| hi.to_string())
-                    .unwrap_or_default(),
-            )
+            .arg(claim.picked.join(" "))
             .arg(claim.acks.len());
         for ack in &claim.acks {
             push_ack(&mut cmd, ack);

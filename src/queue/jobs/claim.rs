@@ -41,7 +41,7 @@ impl Broker {
     ) -> Result<Claimed> {
         let mut acks = std::mem::take(&mut options.acks);
         let entry = |acks| ClaimEntry {
-            window: None,
+            picked: Vec::new(),
             lease_ms: options.lease_ms,
             max_jobs: options.max_jobs,
             worker: options.worker.clone().unwrap_or_default(),

@@ -1,7 +1,7 @@
 //! A claim on a sharded queue: the shards' lines merged, claim of one job
 //! after claim of one job, into what each shard is asked for, each part
-//! held to the window of the jobs it picked there, so that no shard hands
-//! out a job that ranks after one another reachable shard holds.
+//! held to the jobs it picked there, so that no shard hands out a job that
+//! ranks after one another reachable shard holds.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -21,13 +21,13 @@ use crate::queue::store::keys;
 const ROUNDS: usize = 8;
 
 /// What a claim asks of the shards in one round: the shard of each claim
-/// of one job in turn, how many jobs each shard is asked for, and each
-/// one's window (the scores of the first and the last job picked there).
+/// of one job in turn, how many jobs each shard is asked for, and the
+/// jobs picked there, in order.
 #[derive(Debug, Default)]
 struct Plan {
     picks: Vec<usize>,
     asks: Vec<u32>,
-    windows: Vec<Option<(f64, f64)>>,
+    picked: Vec<Vec<String>>,
 }
 
 /// What the parts of one round answered: the jobs and acks of those that
@@ -48,15 +48,14 @@ impl QueueShards {
     /// one job would; picks stop at the last score read of a line that may
     /// hold more than was read, once every score of it read is picked.
     /// Each shard picked, or holding jobs the claim acks, is then sent its
-    /// part at once: its share of the jobs, held to the window from the
-    /// first score to the last it picked there, and its acks. A part takes
-    /// no job that came before its window since the read (it is not the
-    /// part's, and landed after the claim began) nor any past it; so the
-    /// jobs the claims sharing a read picked are the jobs they take,
-    /// whoever else takes from the shard meanwhile, and no claim hands out
-    /// a job ranked after one another shard held for it. When the parts
-    /// give fewer (another claim took jobs read), the lines are read
-    /// again, up to `ROUNDS` reads.
+    /// part at once: the jobs it picked there, and its acks. A part takes
+    /// the jobs it picked that still wait and no other: a job that landed
+    /// since the read, even ranked among them, is not the part's (it
+    /// landed after the claim began); so the jobs the claims sharing a
+    /// read picked are the jobs they take, whoever else takes from the
+    /// shard meanwhile, and no claim hands out a job ranked after one
+    /// another shard held for it. When the parts give fewer (another claim
+    /// took jobs read), the lines are read again, up to `ROUNDS` reads.
     ///
     /// A shard whose read or part fails is skipped: the claim goes on with
     /// the others and names it in `skipped`, as its jobs may have been
@@ -220,9 +219,9 @@ impl QueueShards {
         }
     }
 
-    /// Sends each shard its part of `entry`: the jobs `plan` asks of it,
-    /// in its window, and the acks of its jobs, to every shard asked for
-    /// jobs or holding acks.
+    /// Sends each shard its part of `entry`: the jobs `plan` picked there,
+    /// and the acks of its jobs, to every shard asked for jobs or holding
+    /// acks.
     async fn send_parts(&self, entry: &ClaimEntry, plan: &Plan) -> Parts {
         self.send_parts_where(entry, plan, |_| false).await
     }
@@ -250,7 +249,7 @@ impl QueueShards {
             let part = Arc::new(ClaimEntry {
                 max_jobs: plan.asks[*shard],
                 acks: std::mem::take(&mut acks[*shard].1),
-                window: plan.windows[*shard],
+                picked: plan.picked[*shard].clone(),
                 ..entry.without_acks()
             });
             self.shards[*shard].lane.claim(part)
@@ -346,7 +345,7 @@ impl ClaimEntry {
             worker: self.worker.clone(),
             request_id: self.request_id.clone(),
             acks: Vec::new(),
-            window: None,
+            picked: Vec::new(),
         }
     }
 }
@@ -357,15 +356,14 @@ impl Plan {
         Self {
             picks: Vec::new(),
             asks: vec![0; shards],
-            windows: vec![None; shards],
+            picked: vec![Vec::new(); shards],
         }
     }
 }
 
 /// The shard each of up to `want` claims of one job would take from, in
 /// turn: the one whose next score in line is the lowest, the lower shard
-/// on a tie; and each shard's window, from the first score picked there to
-/// the last. A line's scores that claims sharing its read picked before
+/// on a tie; and the jobs picked in each shard. A line's scores that claims sharing its read picked before
 /// are passed over, and the picks are marked taken, so claims sharing
 /// reads pick as claims one after the other would; the caller holds
 /// `merging` meanwhile. A line read in full (as many scores as asked) may
@@ -379,7 +377,7 @@ fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
         .collect();
     let score = |shard: usize, at: usize| lines[shard].as_ref()?.scores.get(at).copied();
     let mut picks = Vec::with_capacity(want);
-    let mut windows: Vec<Option<(f64, f64)>> = vec![None; lines.len()];
+    let mut picked: Vec<Vec<String>> = vec![Vec::new(); lines.len()];
     while picks.len() < want {
         let best = (0..lines.len())
             .filter_map(|shard| Some((score(shard, next[shard])?, shard)))
@@ -397,10 +395,11 @@ fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
         if unread.is_some_and(|last| best > last) {
             break;
         }
+        if let Some(id) = lines[shard].as_ref().and_then(|l| l.ids.get(next[shard])) {
+            picked[shard].push(id.clone());
+        }
         next[shard] += 1;
         picks.push(shard);
-        let window = windows[shard].get_or_insert((best, best));
-        window.1 = best;
     }
     for (line, taken) in lines.iter().zip(&next) {
         if let Some(line) = line {
@@ -414,7 +413,7 @@ fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
     Plan {
         picks,
         asks,
-        windows,
+        picked,
     }
 }
 

@@ -4,7 +4,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use prioq::queue::store::keys::shard_of;
+use prioq::queue::store::keys::{QueueKeys, shard_of};
+use prioq::queue::{ClaimEntry, Exchange, Exchanged, Route, exchange_answers, exchange_command};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
@@ -13,7 +14,7 @@ use serde_json::json;
 use super::sharded_cluster;
 use crate::guide::check_priority_order;
 use crate::support::app::configure;
-use crate::support::{spawn_app_with, test_config};
+use crate::support::{redis_connection, spawn_app_with, test_config};
 
 /// Jobs enqueued one after the other come out most urgent first and, in a
 /// priority, in the order they went in, whichever shards they are in.
@@ -61,10 +62,14 @@ async fn eight_shards_hand_out_the_most_urgent_first_and_fifo_within() {
     check_order(8).await;
 }
 
-/// Producers and consumers at once, on two instances: no job comes out
-/// ahead of one whose enqueue was answered before its own enqueue began,
+/// Producers and consumers at once, on two instances, a job in four
+/// urgent: no claim hands out a job while one that ranks before it waits
+/// (more urgent, or of its priority and enqueued, answered, before its
+/// own enqueue began) whose enqueue was answered before the claim began,
 /// as docs/operations.md states ("Sharded queues"): a claim's part in one
-/// shard takes no job that ranks after another shard's next job.
+/// shard takes no job that ranks after another shard's next job, and
+/// claims sharing a read take the jobs they picked, though urgent jobs
+/// land among them meanwhile.
 async fn check_fifo_under_load(shards: u32) {
     const PRODUCERS: usize = 4;
     const CLAIMERS: usize = 6;
@@ -86,10 +91,13 @@ async fn check_fifo_under_load(shards: u32) {
                 let mut spans = Vec::new();
                 for n in 0..PER_PRODUCER {
                     let id = format!("p{p}-{n}");
+                    let priority = u64::from(n % 4 != 0);
                     let start = clock.fetch_add(1, Ordering::SeqCst);
-                    let job = app.enqueue("fifo", json!({"task": "t", "id": id})).await;
+                    let job = app
+                        .enqueue("fifo", json!({"task": "t", "id": id, "priority": priority}))
+                        .await;
                     assert_eq!(job["id"], json!(id));
-                    spans.push((id, start, clock.fetch_add(1, Ordering::SeqCst)));
+                    spans.push((id, priority, start, clock.fetch_add(1, Ordering::SeqCst)));
                 }
                 spans
             })
@@ -124,8 +132,8 @@ async fn check_fifo_under_load(shards: u32) {
         .collect();
     let mut enqueued = HashMap::new();
     for producer in producers {
-        for (id, start, end) in producer.await.expect("producer") {
-            enqueued.insert(id, (start, end));
+        for (id, priority, start, end) in producer.await.expect("producer") {
+            enqueued.insert(id, (priority, start, end));
         }
     }
     let mut claimed = HashMap::new();
@@ -135,14 +143,19 @@ async fn check_fifo_under_load(shards: u32) {
         }
     }
     assert_eq!(claimed.len(), total);
-    // For each job: the jobs enqueued wholly after it that were claimed
-    // wholly before it.
+    // For each job: the jobs ranked after it, claimed wholly before it by
+    // a claim that began once it was enqueued.
     let mut worst = (0, String::new());
-    for (id, (_, enqueued_end)) in &enqueued {
+    for (id, &(priority, _, enqueued_end)) in &enqueued {
         let (claim_start, _) = claimed[id];
         let overtakers: Vec<_> = enqueued
             .iter()
-            .filter(|(other, (start, _))| *start > *enqueued_end && claimed[*other].1 < claim_start)
+            .filter(|(other, (other_priority, start, _))| {
+                let ranks_after = *other_priority > priority
+                    || (*other_priority == priority && *start > enqueued_end);
+                let (other_start, other_end) = claimed[*other];
+                ranks_after && other_start > enqueued_end && other_end < claim_start
+            })
             .map(|(other, span)| (other, span, claimed[other]))
             .collect();
         if overtakers.len() > worst.0 {
@@ -157,18 +170,18 @@ async fn check_fifo_under_load(shards: u32) {
     }
     assert_eq!(
         worst.0, 0,
-        "a job was overtaken by {} jobs enqueued after it: {}",
+        "a job was overtaken by {} jobs ranked after it: {}",
         worst.0, worst.1
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn three_shards_keep_fifo_under_concurrent_claims() {
+async fn three_shards_keep_priority_and_fifo_under_concurrent_claims() {
     check_fifo_under_load(3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn eight_shards_keep_fifo_under_concurrent_claims() {
+async fn eight_shards_keep_priority_and_fifo_under_concurrent_claims() {
     check_fifo_under_load(8).await;
 }
 
@@ -218,4 +231,61 @@ async fn a_sharded_queue_hands_out_what_an_unsharded_copy_does() {
         }
         assert_eq!(out_sharded.len(), made, "seed {seed}: every job handed out");
     }
+}
+
+/// A part of a sharded queue's claim takes the jobs it picked from its
+/// shard's line and no other: an urgent job that landed since the read,
+/// ranked among the picks, stays for the next claim. Parts held to a
+/// window of scores (the first pick's to the last's) took it in place of
+/// the last pick, which a claim sharing the read then passed over (the
+/// fault schedule's seed 2036 found it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_takes_the_jobs_it_picked_not_one_that_landed_among_them() {
+    const SHARDS: u32 = 2;
+    let mut config = test_config();
+    config.bulk_floor = 0.0;
+    let app = spawn_app_with(config.clone()).await;
+    configure(&app, "picks", json!({"shards": SHARDS})).await;
+    // Three ids of shard 0: two jobs read, and one landing after the read.
+    let ids: Vec<String> = (0..)
+        .map(|n| format!("job-{n}"))
+        .filter(|id| shard_of(id, SHARDS) == 0)
+        .take(3)
+        .collect();
+    let (urgent, next, landed) = (&ids[0], &ids[1], &ids[2]);
+    app.enqueue("picks", json!({"task": "t", "id": urgent, "priority": 0}))
+        .await;
+    app.enqueue("picks", json!({"task": "t", "id": next, "priority": 1}))
+        .await;
+    app.enqueue("picks", json!({"task": "t", "id": landed, "priority": 0}))
+        .await;
+    // The part a claim sends after reading [urgent, next] in the line.
+    let keys = QueueKeys::shard(&config.key_prefix, "picks", 0, SHARDS);
+    let part = vec![Exchange::Claim(Arc::new(ClaimEntry {
+        lease_ms: 60_000,
+        max_jobs: 2,
+        worker: "w".into(),
+        request_id: None,
+        acks: Vec::new(),
+        picked: vec![urgent.clone(), next.clone()],
+    }))];
+    let route = Route {
+        shards: SHARDS,
+        arrival: None,
+    };
+    let reply = exchange_command(&keys, 0, route, &part)
+        .query_async(&mut redis_connection(&config.redis_url).await)
+        .await
+        .expect("exchange");
+    let (mut answers, _) = exchange_answers(&part, reply).expect("answers");
+    let Ok(Exchanged::Claimed(claimed)) = answers.remove(0) else {
+        panic!("a claim's answer");
+    };
+    let taken: Vec<&str> = claimed.jobs.iter().map(|job| job.id.as_str()).collect();
+    assert_eq!(taken, [urgent.as_str(), next.as_str()]);
+    let view = app.job("picks", landed).await;
+    assert_eq!(view.body["state"], "pending", "{view:?}");
+    let then = app.claim("picks", json!({"max_jobs": 3})).await;
+    assert_eq!(then.len(), 1);
+    assert_eq!(then[0]["id"], json!(landed));
 }

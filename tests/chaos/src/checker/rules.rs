@@ -343,11 +343,8 @@ type ClassKey<'h> = (u8, Option<&'h str>);
 /// whether the queue is sharded); `ahead` says whether such a job should
 /// have come first. On a sharded queue a claim is not judged when it ran
 /// while another said it could not reach a shard (that shard's jobs may
-/// be passed over then, and the claims that said so name it), nor when a
-/// job of a named group entered the queue while it ran (such a job takes
-/// its place by its shard's fair order, which can fall among the jobs a
-/// claim sharing the read counts on taking: docs/operations.md, "Sharded
-/// queues").
+/// be passed over then, and the claims that said so name it:
+/// docs/operations.md, "Sharded queues").
 fn order(
     facts: &Facts<'_>,
     class: impl Fn(&Ranked<'_>, ClassKey<'_>, bool) -> bool,
@@ -370,26 +367,12 @@ fn order(
         .copied()
         .filter(|op| matches!(&op.call, Call::Claim { skipped, .. } if !skipped.is_empty()))
         .collect();
-    let grouped: Vec<&Op> = facts
-        .ops
-        .iter()
-        .filter(|op| {
-            op.outcome != Outcome::Failed
-                && matches!(&op.call, Call::Enqueue { group: Some(_), .. })
-        })
-        .collect();
     let unjudged = |claim: &Op, start_ms: i64| {
-        let beside = skipping.iter().any(|other| {
+        skipping.iter().any(|other| {
             other.queue == claim.queue
                 && start_of(other) <= claim.end_ms
                 && start_ms <= other.end_ms
-        });
-        let landed = grouped.iter().any(|enqueue| {
-            enqueue.queue == claim.queue
-                && start_ms <= enqueue.end_ms
-                && enqueue.start_ms <= claim.end_ms
-        });
-        beside || landed
+        })
     };
     // Per class, the first witness not yet taken by the time of the
     // claims seen so far: claims come by start, so what was taken before
@@ -489,7 +472,9 @@ fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, 
             || job.delay_ms() != Some(0)
             || !job.after().is_empty()
             || job.expires()
-            || job.dedup().is_some_and(|key| replaced.contains(&(queue, key)))
+            || job
+                .dedup()
+                .is_some_and(|key| replaced.contains(&(queue, key)))
         {
             continue;
         }

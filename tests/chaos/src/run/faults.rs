@@ -367,9 +367,11 @@ async fn heal(system: &mut System, undo: Undo) -> anyhow::Result<()> {
 /// every 50 ms while it holds jobs (409), for `ms` at most, its producers
 /// holding off meanwhile (see `Ctx::resharding`); whether it was taken.
 async fn reshard(ctx: &Ctx, shards: u32, ms: u64) -> bool {
-    ctx.resharding.store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.resharding
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let taken = reshard_when_drained(ctx, shards, ms).await;
-    ctx.resharding.store(false, std::sync::atomic::Ordering::Relaxed);
+    ctx.resharding
+        .store(false, std::sync::atomic::Ordering::Relaxed);
     taken
 }
 

@@ -106,8 +106,9 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
         clients.spawn(load::producer(ctx.clone(), options.seed, n));
     }
     for n in 0..options.workers {
-        let queue = [MAIN, MAIN, CAPPED, SHARDED, RESHARDED, MAIN, CAPPED, SHARDED, RESHARDED]
-            [n as usize % 9];
+        let queue = [
+            MAIN, MAIN, CAPPED, SHARDED, RESHARDED, MAIN, CAPPED, SHARDED, RESHARDED,
+        ][n as usize % 9];
         clients.spawn(load::worker(ctx.clone(), options.seed, n, queue));
     }
     let mut tally = Tally::new();
