@@ -10,8 +10,8 @@ use prioq::queue::store::keys::{Key, QueueKeys};
 use prioq::queue::store::library::LIBRARY;
 use prioq::queue::store::record;
 use prioq::queue::{
-    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Job, JobOptions, OutgoingJob, Route,
-    exchange_answers, exchange_command,
+    Ack, AckOutcome, Admission, ClaimEntry, Exchange, Exchanged, Job, JobOptions, OutgoingJob,
+    Route, exchange_answers, exchange_command,
 };
 use redis::{self, Value, aio::MultiplexedConnection};
 use serde_json::value::RawValue;
@@ -81,7 +81,7 @@ impl Calls {
                 after: None,
             })
             .collect();
-        self.push(keys, vec![Exchange::Enqueue(jobs)]);
+        self.push(keys, vec![Exchange::Enqueue(jobs, Admission::Bounded)]);
     }
 
     /// Adds one call of one claim for `max_jobs` that first acks `acks`.

@@ -2,7 +2,8 @@
 -- request is answered on its own; the writes of all of them go in one
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
--- number of jobs and nine ARGV per job: id, priority, delay_ms,
+-- number of jobs (followed by '!' when the request is admitted whatever
+-- the queue's max_pending: see `admit`) and eleven ARGV per job: id, priority, delay_ms,
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
 -- queue's), body (see the record format), in a sharded queue its
 -- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
@@ -12,7 +13,10 @@
 -- after '=' when it is in this slot, space-separated; see lib/deps.lua).
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created ({'made', view} when created waiting for
--- dependencies), else the view of the job already known under its id. The status 'SEQUENCE_EXHAUSTED' says the request's class
+-- dependencies), else the view of the job already known under its id.
+-- The status 'QUEUE_FULL', followed by the jobs waiting and the shard's
+-- max_pending, says the request's new jobs would take the jobs waiting
+-- past max_pending. The status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it, 'UNREGISTERED' and
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
@@ -25,11 +29,14 @@ local PER_JOB = 11
 -- jobs, and the `meta` fields the tags of those due now read. Answers
 -- those and where the next section starts.
 local function read_enqueues(argv, at)
-  local firsts, counts, before, ids, fields, seen = {}, {}, {}, {}, {}, {}
+  local firsts, counts, before, ids, fields, seen, admitted = {}, {}, {}, {}, {}, {}, {}
   local count = int_of(argv[at])
   at = at + 1
   for r = 1, count do
     local jobs = int_of(argv[at])
+    if not jobs then
+      jobs, admitted[r] = int_of(string.sub(argv[at], 1, -2)), true
+    end
     firsts[r], counts[r], before[r] = at + 1, jobs, #ids
     for i = 0, jobs - 1 do
       local base = at + 1 + PER_JOB * i
@@ -38,7 +45,32 @@ local function read_enqueues(argv, at)
     end
     at = at + 1 + PER_JOB * jobs
   end
-  return {firsts = firsts, counts = counts, before = before, ids = ids, fields = fields}, at
+  return {firsts = firsts, counts = counts, before = before, ids = ids, fields = fields, admitted = admitted}, at
+end
+
+-- Which requests the queue's max_pending refuses: those whose new jobs
+-- (ids not `known`, counted before deduplication) would take the jobs
+-- waiting past it, in turn, the earlier ones admitted counting. A request
+-- admitted whatever the bound (split over shards and checked in each
+-- before, or a schedule's job) is not refused, and counts. Answers the
+-- refused ({[r] = true}, or NONE) and the jobs waiting.
+local function admit(c, enqueues, known)
+  local limit = c.settings.max_pending
+  if not limit then return NONE, 0 end
+  local waiting, refused = waiting_jobs(c.q), NONE
+  for r = 1, #enqueues.firsts do
+    local fresh = 0
+    for i = enqueues.before[r] + 1, enqueues.before[r] + enqueues.counts[r] do
+      if not known[i] then fresh = fresh + 1 end
+    end
+    if fresh > 0 and waiting + fresh > limit and not enqueues.admitted[r] then
+      if refused == NONE then refused = {} end
+      refused[r] = true
+    else
+      waiting = waiting + fresh
+    end
+  end
+  return refused, waiting
 end
 
 -- Decides at `now` whether the job at `base`, new by its id, is answered
@@ -113,7 +145,7 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
   local prios, groups, arrivals = {}, {}, {}
   for r = first, last do
     local before = enqueues.before[r]
-    for i = 0, enqueues.counts[r] - 1 do
+    for i = 0, (w.refused[r] and 0 or enqueues.counts[r]) - 1 do
       local base = enqueues.firsts[r] + PER_JOB * i
       local id = argv[base]
       if not known[before + i + 1] and not w.created[id] and not fresh[id] then
@@ -245,7 +277,8 @@ local function enqueue_all(c, argv, enqueues, now, out)
     return
   end
   local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
-  local w = {created = {}, records = {}, adds = {}, scheduled = {}}
+  local refused, waiting = admit(c, enqueues, known)
+  local w = {created = {}, records = {}, adds = {}, scheduled = {}, refused = refused}
   local exhausted = {}
   if not take_requests(c, argv, enqueues, 1, requests, known, w, now) then
     -- A class's tags ran out: each request on its own, so that only those
@@ -276,7 +309,11 @@ local function enqueue_all(c, argv, enqueues, now, out)
   -- The answers: what was created here is 1, what was known its view.
   local answered = {}
   for r = 1, requests do
-    if exhausted[r] then
+    if refused[r] then
+      out[#out + 1] = 'QUEUE_FULL'
+      out[#out + 1] = waiting
+      out[#out + 1] = c.settings.max_pending
+    elseif exhausted[r] then
       out[#out + 1] = 'SEQUENCE_EXHAUSTED'
     else
       out[#out + 1] = 'OK'

@@ -268,6 +268,14 @@ local function jobs_in_flight(q)
   return redis.call('ZCOUNT', q.processing, '-inf', '(+inf')
 end
 
+-- The jobs that wait to be handed out (pending, behind their group's
+-- head, scheduled, or waiting for their dependencies): every record but
+-- those of jobs processing, completed or dead. O(log N).
+local function waiting_jobs(q)
+  return redis.call('HLEN', q.jobs) - jobs_in_flight(q) - redis.call('ZCARD', q.completed)
+    - redis.call('ZCARD', q.dead)
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -54,7 +54,16 @@ pub enum ApiError {
     },
     #[error("the limit on {0} is reached; the request had no effect")]
     LimitReached(&'static str),
+    /// The queue's `max_pending` would be exceeded: nothing changed.
+    #[error(
+        "the queue is full: {waiting} jobs wait to be handed out and max_pending allows {limit} (a sharded queue's per shard); the request had no effect, retry it later"
+    )]
+    QueueFull { waiting: u64, limit: u64 },
 }
+
+/// What a `queue_full` answer's `Retry-After` asks of the producer (s): a
+/// second, about the time a busy queue's workers take to free some room.
+const QUEUE_FULL_RETRY_AFTER_S: &str = "1";
 
 /// Whether a request that Redis did not serve may have taken effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -89,6 +98,7 @@ impl ApiError {
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BackendUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::BackendFull { .. } | Self::LimitReached(_) => StatusCode::INSUFFICIENT_STORAGE,
+            Self::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ForbiddenOrigin => StatusCode::FORBIDDEN,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -109,6 +119,7 @@ impl ApiError {
             Self::BackendUnavailable { .. } => ProblemCode::BackendUnavailable,
             Self::BackendFull { .. } => ProblemCode::BackendFull,
             Self::LimitReached(_) => ProblemCode::LimitReached,
+            Self::QueueFull { .. } => ProblemCode::QueueFull,
             Self::ForbiddenOrigin => ProblemCode::ForbiddenOrigin,
             Self::Internal => ProblemCode::InternalError,
         }
@@ -170,6 +181,7 @@ impl From<QueueError> for ApiError {
                 Self::Conflict("the queue holds jobs: `?purge=true` deletes them with it".into())
             }
             QueueError::LimitReached(limit) => Self::LimitReached(limit),
+            QueueError::QueueFull { waiting, limit } => Self::QueueFull { waiting, limit },
         }
     }
 }
@@ -190,6 +202,7 @@ pub enum ProblemCode {
     BackendUnavailable,
     BackendFull,
     LimitReached,
+    QueueFull,
     ForbiddenOrigin,
     InternalError,
 }
@@ -213,7 +226,7 @@ pub struct Problem {
     /// The request field that failed validation, for `validation_failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// For 503 and 507: whether the request may have taken effect.
+    /// For 429, 503 and 507: whether the request may have taken effect.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effect: Option<Effect>,
 }
@@ -232,7 +245,9 @@ impl IntoResponse for ApiError {
         };
         let effect = match &self {
             Self::BackendUnavailable { effect, .. } => Some(*effect),
-            Self::BackendFull { .. } | Self::LimitReached(_) => Some(Effect::None),
+            Self::BackendFull { .. } | Self::LimitReached(_) | Self::QueueFull { .. } => {
+                Some(Effect::None)
+            }
             _ => None,
         };
         let problem = Problem {
@@ -252,6 +267,12 @@ impl IntoResponse for ApiError {
         );
         if matches!(self, Self::Unauthorized) {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(self, Self::QueueFull { .. }) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(QUEUE_FULL_RETRY_AFTER_S),
+            );
         }
         match &self {
             Self::BackendUnavailable { source, .. } | Self::BackendFull { source } => {

@@ -155,6 +155,16 @@ pub fn render_metrics(figures: &[QueueFigures]) -> String {
     }
     gauge_family(
         &mut out,
+        "prioq_queue_fill_ratio",
+        "Jobs waiting to be handed out (pending, scheduled, waiting for dependencies) over max_pending, for the queues that have one: at 1 enqueues answer 429 queue_full.",
+        queues.iter().filter_map(|(queue, stats)| {
+            let limit = stats.max_pending?;
+            let waiting = stats.pending + stats.scheduled + stats.waiting;
+            Some((format!("queue=\"{queue}\""), waiting as f64 / limit as f64))
+        }),
+    );
+    gauge_family(
+        &mut out,
         "prioq_jobs_group_pending",
         "Pending jobs of a queue's deepest named groups (at most 20 a queue).",
         figures.iter().flat_map(|f| {

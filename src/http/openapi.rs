@@ -110,7 +110,7 @@ const WITH_BODY: [(&str, &str, &str); 3] = [
 /// Those of operations on one job (and the settings change refused on a
 /// queue holding jobs), and of the writes that grow Redis's memory or may
 /// make a queue or a schedule, by operation id.
-const ON_A_JOB: [(&str, &str, &str, &[&str]); 5] = [
+const ON_A_JOB: [(&str, &str, &str, &[&str]); 6] = [
     (
         "404",
         "not_found",
@@ -147,6 +147,12 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 5] = [
         "conflict",
         "The queue holds jobs: its number of shards can change only while it holds none",
         &["change_settings"],
+    ),
+    (
+        "429",
+        "queue_full",
+        "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+        &["enqueue", "enqueue_batch"],
     ),
     (
         "507",

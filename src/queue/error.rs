@@ -52,6 +52,11 @@ pub enum QueueError {
     /// before running it: it did not run.
     #[error("Redis is out of memory")]
     Full(#[source] anyhow::Error),
+    /// The request's new jobs would take the jobs waiting in a shard
+    /// (`waiting`) past its share of the queue's `max_pending` (`limit`):
+    /// nothing was written.
+    #[error("the queue is full: {waiting} jobs wait, max_pending {limit}")]
+    QueueFull { waiting: u64, limit: u64 },
     /// A configured count would be exceeded (named): nothing was written.
     #[error("the limit on {0} is reached")]
     LimitReached(&'static str),
@@ -76,6 +81,7 @@ impl QueueError {
             Self::Conflict => Self::Conflict,
             Self::NotEmpty => Self::NotEmpty,
             Self::SequenceExhausted => Self::SequenceExhausted,
+            &Self::QueueFull { waiting, limit } => Self::QueueFull { waiting, limit },
             &Self::UnknownDependency { job, at } => Self::UnknownDependency { job, at },
             Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::ShardsChanged => Self::ShardsChanged,

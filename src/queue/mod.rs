@@ -37,8 +37,8 @@ pub(crate) mod wake;
 pub use broker::{Broker, BrokerConfig};
 pub use error::{QueueError, Result};
 pub use exchange::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
-    OutgoingJob, Route, exchange_answers, exchange_command,
+    Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held,
+    Known, OutgoingJob, Route, exchange_answers, exchange_command,
 };
 pub use job::{
     After, Dedup, Dependencies, Dependency, Expiry, Job, JobOptions, JobState, Lease, NewJob,

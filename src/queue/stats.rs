@@ -33,6 +33,8 @@ pub struct QueueStats {
     pub rate_limited_groups: u64,
     /// Jobs waiting for their dependencies.
     pub waiting: u64,
+    /// The queue's `max_pending`, fleet-wide, when it has one.
+    pub max_pending: Option<u64>,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -123,6 +125,10 @@ impl Broker {
             }
         }
         stats.classes = classes.into_values().collect();
+        let mut cmd = Call::safe(redis::cmd("HGET"));
+        cmd.arg(shards.home().keys.key(Key::Meta))
+            .arg("max_pending");
+        stats.max_pending = self.call::<Option<u64>>(&cmd).await?;
         // A group with jobs in several shards counts once.
         if shards.count() > 1 && stats.groups > 0 {
             let names = try_join_all(shards.shards.iter().map(|shard| async move {

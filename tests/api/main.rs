@@ -10,6 +10,7 @@
 mod support;
 
 mod batching;
+mod bounded;
 mod cancel;
 mod claim_acks;
 mod claim_order;

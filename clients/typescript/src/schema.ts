@@ -1221,7 +1221,7 @@ export interface components {
          * @description The `code` member of every problem.
          * @enum {string}
          */
-        ProblemCode: "invalid_request" | "unauthorized" | "not_found" | "lease_lost" | "conflict" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "backend_unavailable" | "backend_full" | "limit_reached" | "forbidden_origin" | "internal_error";
+        ProblemCode: "invalid_request" | "unauthorized" | "not_found" | "lease_lost" | "conflict" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "backend_unavailable" | "backend_full" | "limit_reached" | "queue_full" | "forbidden_origin" | "internal_error";
         /**
          * @description Every queue.
          * @example {
@@ -1520,6 +1520,11 @@ export interface components {
              * @description Jobs of the queue processing at once at most, fleet-wide.
              */
             max_in_flight?: number | null;
+            /**
+             * Format: int64
+             * @description Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
+             */
+            max_pending?: number | null;
             /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused?: boolean | null;
             rate_limit?: components["schemas"]["RateLimitPatch"] | null;
@@ -1567,6 +1572,11 @@ export interface components {
              * @description Jobs of the queue processing at once at most, fleet-wide.
              */
             max_in_flight: number | null;
+            /**
+             * Format: int64
+             * @description Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
+             */
+            max_pending: number | null;
             /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused: boolean;
             rate_limit: components["schemas"]["RateLimitView"] | null;
@@ -1751,6 +1761,24 @@ export interface components {
                  *       "status": 413,
                  *       "title": "The body is larger than the configured limit",
                  *       "type": "urn:prioq:problem:payload_too_large"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again */
+        queue_full: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "queue_full",
+                 *       "detail": "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+                 *       "status": 429,
+                 *       "title": "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+                 *       "type": "urn:prioq:problem:queue_full"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -2261,6 +2289,7 @@ export interface operations {
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
+            429: components["responses"]["queue_full"];
             503: components["responses"]["backend_unavailable"];
             507: components["responses"]["backend_full"];
         };
@@ -2301,6 +2330,7 @@ export interface operations {
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
+            429: components["responses"]["queue_full"];
             503: components["responses"]["backend_unavailable"];
             507: components["responses"]["backend_full"];
         };

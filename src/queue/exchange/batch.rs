@@ -7,7 +7,7 @@ use redis;
 
 use super::lane::{Batch, Lane};
 use super::request::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, OutgoingJob,
+    Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, OutgoingJob,
 };
 use super::wire::{Route, exchange_answers, exchange_command, malformed};
 use crate::queue::courier::Courier;
@@ -47,7 +47,7 @@ impl Batch for ExchangeBatch {
                 .sum::<usize>()
         };
         match entry {
-            Exchange::Enqueue(jobs) => (jobs.len(), jobs.iter().map(|job| job.body.len()).sum()),
+            Exchange::Enqueue(jobs, _) => (jobs.len(), jobs.iter().map(|job| job.body.len()).sum()),
             Exchange::Claim(claim) => (
                 claim.max_jobs as usize + claim.acks.len(),
                 claim.worker.len() + leases(&claim.acks),
@@ -118,7 +118,9 @@ impl ExchangeBatch {
         let jobs: usize = entries
             .iter()
             .map(|entry| match entry {
-                Exchange::Enqueue(jobs) => jobs.iter().filter(|job| job.arrival.is_none()).count(),
+                Exchange::Enqueue(jobs, _) => {
+                    jobs.iter().filter(|job| job.arrival.is_none()).count()
+                }
                 _ => 0,
             })
             .sum();
@@ -140,8 +142,12 @@ pub(crate) async fn reserve_arrivals(redis: &Redis, meta: &str, count: usize) ->
 
 /// The typed way into a queue's lane.
 impl Lane<ExchangeBatch> {
-    pub(crate) async fn enqueue(self: &Arc<Self>, jobs: Vec<OutgoingJob>) -> Result<EnqueueReply> {
-        match self.submit(Exchange::Enqueue(jobs)).await? {
+    pub(crate) async fn enqueue(
+        self: &Arc<Self>,
+        jobs: Vec<OutgoingJob>,
+        admission: Admission,
+    ) -> Result<EnqueueReply> {
+        match self.submit(Exchange::Enqueue(jobs, admission)).await? {
             Exchanged::Enqueued(reply) => Ok(reply),
             _ => Err(malformed()),
         }

@@ -18,8 +18,8 @@ mod wire;
 pub(crate) use batch::{ExchangeBatch, reserve_arrivals};
 pub(crate) use line::{Line, LineBatch, LineEntry};
 pub use request::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
-    OutgoingJob,
+    Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held,
+    Known, OutgoingJob,
 };
 pub use wire::{Route, exchange_answers, exchange_command};
 pub(crate) use wire::{known_job, push_jobs};

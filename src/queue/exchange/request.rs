@@ -24,6 +24,16 @@ pub struct OutgoingJob {
     pub after: Option<String>,
 }
 
+/// Whether the queue's `max_pending` may refuse an enqueue request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Refused when its new jobs would take the jobs waiting past it.
+    Bounded,
+    /// Taken whatever the bound: a request split over shards, checked in
+    /// each before any part was sent (`fill`), or a schedule's job.
+    Admitted,
+}
+
 /// A job an enqueue found already there, under its id or its dedup key.
 #[derive(Debug)]
 pub struct Known {
@@ -129,7 +139,7 @@ pub enum Held {
 /// when the call is refused for a changed number of shards.
 #[derive(Debug)]
 pub enum Exchange {
-    Enqueue(Vec<OutgoingJob>),
+    Enqueue(Vec<OutgoingJob>, Admission),
     Claim(Arc<ClaimEntry>),
     Ack(Arc<Vec<Ack>>),
 }
@@ -144,13 +154,13 @@ pub enum Exchanged {
 
 impl Exchange {
     pub(super) fn enqueues(&self) -> bool {
-        matches!(self, Self::Enqueue(_))
+        matches!(self, Self::Enqueue(..))
     }
 
     /// The same request, unless it enqueues (its claim and acks are shared).
     pub(super) fn draining(&self) -> Option<Self> {
         match self {
-            Self::Enqueue(_) => None,
+            Self::Enqueue(..) => None,
             Self::Claim(claim) => Some(Self::Claim(Arc::clone(claim))),
             Self::Ack(acks) => Some(Self::Ack(Arc::clone(acks))),
         }

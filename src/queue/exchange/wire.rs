@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use redis::{self, Cmd, FromRedisValue, Value};
 
 use super::request::{
-    Ack, AckOutcome, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held, Known,
-    OutgoingJob,
+    Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held,
+    Known, OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
 use crate::queue::job::{self, Dependencies, Job, JobState, Lease};
@@ -68,15 +68,20 @@ type RawExchange = (
 );
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
-/// wire format): their number, then eleven arguments per job. `sharded` holds,
+/// wire format): their number (marked `!` when `admission` admits it
+/// whatever the queue's `max_pending`), then eleven arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(
     cmd: &mut Cmd,
     jobs: &[OutgoingJob],
+    admission: Admission,
     mut sharded: Option<&mut Option<u64>>,
 ) {
-    cmd.arg(jobs.len());
+    match admission {
+        Admission::Bounded => cmd.arg(jobs.len()),
+        Admission::Admitted => cmd.arg(format!("{}!", jobs.len())),
+    };
     for job in jobs {
         let arrival = sharded.as_deref_mut().and_then(|next| {
             job.arrival.or_else(|| {
@@ -142,7 +147,7 @@ pub fn exchange_command(
     for entry in entries {
         match entry {
             Exchange::Ack(leases) => acks.extend(leases.iter()),
-            Exchange::Enqueue(jobs) => enqueues.push(jobs),
+            Exchange::Enqueue(jobs, admission) => enqueues.push((jobs, *admission)),
             Exchange::Claim(claim) => claims.push(claim),
         }
     }
@@ -162,8 +167,13 @@ pub fn exchange_command(
     }
     cmd.arg(enqueues.len());
     let mut arrivals = route.arrival;
-    for jobs in enqueues {
-        push_jobs(&mut cmd, jobs, (route.shards > 1).then_some(&mut arrivals));
+    for (jobs, admission) in enqueues {
+        push_jobs(
+            &mut cmd,
+            jobs,
+            admission,
+            (route.shards > 1).then_some(&mut arrivals),
+        );
     }
     cmd.arg(claims.len());
     for claim in &claims {
@@ -229,7 +239,7 @@ pub fn exchange_answers(
             Exchange::Ack(leases) => {
                 outcomes(&mut ack_statuses, leases.len()).map(Exchanged::Acked)
             }
-            Exchange::Enqueue(jobs) => {
+            Exchange::Enqueue(jobs, _) => {
                 enqueue_outcome(now_ms, &mut enqueued, jobs.len()).map(Exchanged::Enqueued)
             }
             Exchange::Claim(claim) => {
@@ -289,6 +299,16 @@ fn enqueue_outcome(
                 known,
                 resent_within_ms: None,
             })
+        }
+        Some(Ok(status)) if status == "QUEUE_FULL" => {
+            let mut count = || {
+                items
+                    .next()
+                    .and_then(|item| u64::from_redis_value(item).ok())
+                    .ok_or_else(malformed)
+            };
+            let (waiting, limit) = (count()?, count()?);
+            Err(QueueError::QueueFull { waiting, limit })
         }
         Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
         Some(Ok(status)) if status == "UNREGISTERED" => Err(QueueError::Unregistered),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use crate::queue::broker::Broker;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::exchange::{Known, OutgoingJob, reserve_arrivals};
+use crate::queue::exchange::{Admission, Known, OutgoingJob, reserve_arrivals};
 use crate::queue::job::{Job, NewJob};
 use crate::queue::shards::{REROUTES, scatter};
 use crate::queue::store::bounded_by;
@@ -94,13 +94,19 @@ impl Broker {
                     .iter()
                     .map(|i| keys::shard_of(&ids[*i], shards.count()))
                     .collect();
-                let first_arrival = match spanned.len() > 1 {
+                // Checked against every shard's max_pending before any part
+                // is written, and then admitted whole.
+                let (first_arrival, admission) = match spanned.len() > 1 {
                     true => {
+                        let ids: Vec<&str> = todo.iter().map(|i| ids[*i].as_str()).collect();
+                        let room = shards.check_room(&self.redis, &ids);
+                        bounded_by(self.config.redis_timeout, room).await?;
                         let meta = shards.home().keys.key(Key::Meta);
                         let reserve = reserve_arrivals(&self.redis, meta, todo.len());
-                        Some(bounded_by(self.config.redis_timeout, reserve).await?)
+                        let first = bounded_by(self.config.redis_timeout, reserve).await?;
+                        (Some(first), Admission::Admitted)
                     }
-                    false => None,
+                    false => (None, Admission::Bounded),
                 };
                 let outgoing = todo
                     .iter()
@@ -119,7 +125,7 @@ impl Broker {
                     |job| &job.id,
                     |lane, part| async move {
                         let ids: Vec<String> = part.iter().map(|job| job.id.clone()).collect();
-                        let reply = lane.enqueue(part).await?;
+                        let reply = lane.enqueue(part, admission).await?;
                         let made_here: Vec<bool> = (reply.known.iter().zip(&ids))
                             .map(|(known, id)| {
                                 known

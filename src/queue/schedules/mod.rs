@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::queue::broker::Broker;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::exchange::{OutgoingJob, known_job, push_jobs};
+use crate::queue::exchange::{Admission, OutgoingJob, known_job, push_jobs};
 use crate::queue::job::JobOptions;
 use crate::queue::store::Call;
 use crate::queue::store::keys::Key;
@@ -278,7 +278,12 @@ impl Broker {
                         .arg(shards.count())
                         .arg(&due.spec)
                         .arg(1);
-                    push_jobs(&mut cmd, std::slice::from_ref(job), None);
+                    push_jobs(
+                        &mut cmd,
+                        std::slice::from_ref(job),
+                        Admission::Admitted,
+                        None,
+                    );
                     let answer: Vec<Value> = self.call(&cmd).await?;
                     // `None`: owed, its job still to be made.
                     let fired = match answer.as_slice() {
@@ -330,7 +335,12 @@ impl Broker {
                 self.shards.routed(queue, |shards| async move {
                     let mut cmd = LIBRARY.call(Function::Pay, &shards.of(&job.id).keys);
                     cmd.arg(name).arg(shards.count()).arg(1);
-                    push_jobs(&mut cmd, std::slice::from_ref(job), None);
+                    push_jobs(
+                        &mut cmd,
+                        std::slice::from_ref(job),
+                        Admission::Admitted,
+                        None,
+                    );
                     let answer: Vec<Value> = self.call(&cmd).await?;
                     match answer.as_slice() {
                         [status] if is(status, "PAID") => {}

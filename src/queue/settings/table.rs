@@ -160,6 +160,17 @@ pub const SETTINGS: &[Setting] = &[
         doc: "Tokens each named group's bucket holds at most.",
     },
     Setting {
+        path: "max_pending",
+        field: "max_pending",
+        kind: Kind::Count {
+            min: 1,
+            max: 1_000_000_000,
+            default: None,
+        },
+        share: Share::Ceil,
+        doc: "Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.",
+    },
+    Setting {
         path: "retain_ms",
         field: "retain_ms",
         kind: Kind::Count {

@@ -25,6 +25,7 @@ use super::error::{QueueError, Result};
 use super::exchange::lane::{Lane, LaneMetrics};
 use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, LineBatch};
 use super::store::keys::{self, Key, QueueKeys};
+use super::store::library::{Function, LIBRARY};
 use super::store::record;
 use super::store::{Call, Redis, bounded_by};
 use crate::queue::settings::table::MAX_SHARDS;
@@ -102,6 +103,41 @@ impl QueueShards {
             return self.home().lane.claim(Arc::clone(entry)).await;
         }
         self.claim_shards(entry).await
+    }
+
+    /// Whether the jobs `ids` of an enqueue split over shards fit under
+    /// each shard's share of the queue's `max_pending`, asked of every
+    /// shard they go to at once (the `fill` function) before any part is
+    /// written; an error naming the first shard they would overfill. The
+    /// parts then go admitted whatever the bound, so the request is taken
+    /// whole or not at all: enqueues racing it can take a shard past its
+    /// share by their own jobs.
+    pub(crate) async fn check_room(&self, redis: &Redis, ids: &[&str]) -> Result<()> {
+        let mut parts: Vec<Vec<&str>> = vec![Vec::new(); self.shards.len()];
+        for id in ids {
+            parts[keys::shard_of(id, self.count()) as usize].push(id);
+        }
+        let asks = parts
+            .iter()
+            .zip(&self.shards)
+            .filter(|(part, _)| !part.is_empty())
+            .map(|(part, shard)| {
+                let mut cmd = LIBRARY.call(Function::Fill, &shard.keys);
+                for id in part {
+                    cmd.arg(*id);
+                }
+                async move { redis.query::<(u64, String, u64)>(&cmd).await }
+            });
+        for fill in join_all(asks).await {
+            let (waiting, limit, fresh) = fill?;
+            match limit.parse::<u64>() {
+                Ok(limit) if waiting + fresh > limit => {
+                    return Err(QueueError::QueueFull { waiting, limit });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Acknowledges jobs in their shards, each shard's at once.

@@ -133,6 +133,7 @@ functions! {
     Requeue "requeue": [Pending, Dead, Jobs, Meta, Weights, Groups] Writes 2 Once,
     DeadJobs "dead_jobs": [Dead, Jobs] Reads 0 Safe,
     Stats "stats": [Pending, Scheduled, Processing, Dead, Jobs, Meta, Groups, Completed, Waiting] Reads 0 Safe,
+    Fill "fill": [Processing, Dead, Jobs, Completed, Meta] Reads 0 Safe,
     Ready "ready": Drains 0 Safe,
     Groups "groups": [Groups, Meta, Weights] Reads 0 Safe,
     Settings "settings": [Meta, Weights] Reads 0 Safe,

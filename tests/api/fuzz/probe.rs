@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::TestApp;
 
 /// The 4xx codes of the contract's table, by status.
-pub(super) const CODES: [(u16, &str); 9] = [
+pub(super) const CODES: [(u16, &str); 10] = [
     (400, "invalid_request"),
     (401, "unauthorized"),
     (404, "not_found"),
@@ -21,6 +21,7 @@ pub(super) const CODES: [(u16, &str); 9] = [
     (413, "payload_too_large"),
     (415, "unsupported_media_type"),
     (422, "validation_failed"),
+    (429, "queue_full"),
 ];
 
 /// One request, kept whole so a failure can show it.

@@ -13,6 +13,7 @@ class ProblemCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     NOT_FOUND = "not_found"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    QUEUE_FULL = "queue_full"
     UNAUTHORIZED = "unauthorized"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     VALIDATION_FAILED = "validation_failed"

@@ -29,6 +29,9 @@ class SettingsPatch:
         group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Groups' weights in their fair share inside a
             priority; they apply to jobs enqueued after the change.
         max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
+        max_pending (int | None | Unset): Jobs waiting to be handed out (pending, scheduled, or waiting for their
+            dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing.
+            A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
         paused (bool | None | Unset): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go
             on.
         rate_limit (None | RateLimitPatch | Unset):
@@ -42,6 +45,7 @@ class SettingsPatch:
     group_rate_limit: None | RateLimitPatch | Unset = UNSET
     group_weights: None | SettingsPatchGroupWeightsType0 | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
+    max_pending: int | None | Unset = UNSET
     paused: bool | None | Unset = UNSET
     rate_limit: None | RateLimitPatch | Unset = UNSET
     retain_ms: int | None | Unset = UNSET
@@ -78,6 +82,12 @@ class SettingsPatch:
             max_in_flight = UNSET
         else:
             max_in_flight = self.max_in_flight
+
+        max_pending: int | None | Unset
+        if isinstance(self.max_pending, Unset):
+            max_pending = UNSET
+        else:
+            max_pending = self.max_pending
 
         paused: bool | None | Unset
         if isinstance(self.paused, Unset):
@@ -116,6 +126,8 @@ class SettingsPatch:
             field_dict["group_weights"] = group_weights
         if max_in_flight is not UNSET:
             field_dict["max_in_flight"] = max_in_flight
+        if max_pending is not UNSET:
+            field_dict["max_pending"] = max_pending
         if paused is not UNSET:
             field_dict["paused"] = paused
         if rate_limit is not UNSET:
@@ -186,6 +198,15 @@ class SettingsPatch:
 
         max_in_flight = _parse_max_in_flight(d.pop("max_in_flight", UNSET))
 
+        def _parse_max_pending(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_pending = _parse_max_pending(d.pop("max_pending", UNSET))
+
         def _parse_paused(data: object) -> bool | None | Unset:
             if data is None:
                 return data
@@ -235,6 +256,7 @@ class SettingsPatch:
             group_rate_limit=group_rate_limit,
             group_weights=group_weights,
             max_in_flight=max_in_flight,
+            max_pending=max_pending,
             paused=paused,
             rate_limit=rate_limit,
             retain_ms=retain_ms,

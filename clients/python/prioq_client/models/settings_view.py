@@ -28,6 +28,9 @@ class SettingsView:
         group_weights (SettingsViewGroupWeights): Groups' weights in their fair share inside a priority; they apply to
             jobs enqueued after the change.
         max_in_flight (int | None): Jobs of the queue processing at once at most, fleet-wide.
+        max_pending (int | None): Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies)
+            at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split
+            over K shards bounds each shard at ⌈max_pending / K⌉.
         paused (bool): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on.
         rate_limit (None | RateLimitView):
         retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted
@@ -40,6 +43,7 @@ class SettingsView:
     group_rate_limit: None | RateLimitView
     group_weights: SettingsViewGroupWeights
     max_in_flight: int | None
+    max_pending: int | None
     paused: bool
     rate_limit: None | RateLimitView
     retain_ms: int
@@ -63,6 +67,9 @@ class SettingsView:
         max_in_flight: int | None
         max_in_flight = self.max_in_flight
 
+        max_pending: int | None
+        max_pending = self.max_pending
+
         paused = self.paused
 
         rate_limit: dict[str, Any] | None
@@ -83,6 +90,7 @@ class SettingsView:
                 "group_rate_limit": group_rate_limit,
                 "group_weights": group_weights,
                 "max_in_flight": max_in_flight,
+                "max_pending": max_pending,
                 "paused": paused,
                 "rate_limit": rate_limit,
                 "retain_ms": retain_ms,
@@ -130,6 +138,13 @@ class SettingsView:
 
         max_in_flight = _parse_max_in_flight(d.pop("max_in_flight"))
 
+        def _parse_max_pending(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        max_pending = _parse_max_pending(d.pop("max_pending"))
+
         paused = d.pop("paused")
 
         def _parse_rate_limit(data: object) -> None | RateLimitView:
@@ -156,6 +171,7 @@ class SettingsView:
             group_rate_limit=group_rate_limit,
             group_weights=group_weights,
             max_in_flight=max_in_flight,
+            max_pending=max_pending,
             paused=paused,
             rate_limit=rate_limit,
             retain_ms=retain_ms,

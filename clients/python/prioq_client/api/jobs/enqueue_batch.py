@@ -77,6 +77,11 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_422
 
+    if response.status_code == 429:
+        response_429 = Problem.from_dict(response.json())
+
+        return response_429
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
