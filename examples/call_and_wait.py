@@ -9,6 +9,8 @@ as soon as the job is completed or dead, whichever instance acked it.
 
 Safe to run again after a crash or a lost answer: the same id finds the
 same job (enqueue answers 200 with it while it is kept), never a second one.
+The enqueue goes through the client's producer helper, which waits out a
+full queue (429 `queue_full`) and an outage.
 
     pip install ./clients/python
     PRIOQ_URL=http://127.0.0.1:8080 python3 examples/call_and_wait.py reports render '{"page": 1}'
@@ -29,20 +31,14 @@ import time
 import uuid
 
 import httpx
-from prioq_client import AuthenticatedClient, Client
-from prioq_client.api.jobs import enqueue, job
-from prioq_client.models import EnqueueRequest, JobView, Problem, StateName
+from prioq_client import AuthenticatedClient, Client, producer
+from prioq_client.api.jobs import job
+from prioq_client.models import EnqueueRequest, JobView, StateName
 from prioq_client.types import Unset
+from prioq_client.worker import Refused, Unavailable
 
 RETAIN_MS = 3_600_000  # the result stays readable (and the id taken) for an hour
 WAIT_MS = 20_000  # the longest one read waits
-
-
-def describe(response):
-    """What an error answer says, for a message."""
-    if isinstance(response.parsed, Problem):
-        return f"{response.parsed.code.value}: {response.parsed.detail}"
-    return response.content.decode(errors="replace")
 
 
 def main():
@@ -63,18 +59,19 @@ def main():
     )
 
     body = EnqueueRequest(task=task, args=args, id=job_id, retain_ms=RETAIN_MS)
-    while True:
-        try:
-            response = enqueue.sync_detailed(queue, client=client, body=body)
-            status, detail = response.status_code, describe(response)
-        except (httpx.HTTPError, ValueError) as error:  # unreachable, or an unreadable answer
-            status, detail = 0, str(error)
-        if status in (200, 201):
-            break
-        if status not in (0, 502, 503, 504) or time.monotonic() > deadline:
-            sys.exit(f"call: enqueue answered {status}: {detail}")
-        time.sleep(1)  # the same id again: at most one job comes of it
-    print(f"{'enqueued' if status == 201 else 'found'} {job_id}", file=sys.stderr)
+    # The same id on every try: at most one job comes of it. A full queue
+    # (429 queue_full) or an outage is waited out until the deadline.
+    try:
+        made = producer.enqueue(client, queue, body, give_up_after_s=max(0.0, deadline - time.monotonic()))
+    except Refused as error:
+        if error.code != "queue_full":
+            sys.exit(f"call: enqueue refused: {error}")
+        print(f"call: {queue} stayed full; {job_id} was not enqueued", file=sys.stderr)
+        sys.exit(2)
+    except Unavailable as error:
+        print(f"call: prioq stayed unavailable ({error}); {job_id} may be enqueued", file=sys.stderr)
+        sys.exit(2)
+    print(f"{'enqueued' if made.created else 'found'} {job_id}", file=sys.stderr)
 
     while time.monotonic() < deadline:
         try:

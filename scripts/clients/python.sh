@@ -13,6 +13,7 @@ python_hand_written=(
   README.md
   generator.yaml
   prioq_client/worker.py
+  prioq_client/producer.py
 )
 
 python_package="$prioq_root/clients/python"

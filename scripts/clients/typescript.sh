@@ -19,8 +19,10 @@ typescript_hand_written=(
   src/index.ts
   src/node.ts
   src/worker.ts
+  src/producer.ts
   test/worker.test.mjs
   test/spans.test.mjs
+  test/producer.test.mjs
 )
 
 typescript_package="$prioq_root/clients/typescript"

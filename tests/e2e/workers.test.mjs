@@ -306,4 +306,31 @@ describe('the call-and-wait producer', () => {
     assert.equal(code, 1, producer.tail());
     assert.ok(producer.lines.some((line) => /call-2 died: renderer crashed/.test(line)), producer.tail());
   });
+
+  test('waits while the queue is full, then enqueues once a worker makes room', async () => {
+    const queue = 'calls-full';
+    await prioq.api.configure(queue, { max_pending: 1 });
+    await prioq.api.expect(201, 'POST', `/v1/queues/${queue}/jobs`, { task: 'render', id: 'filler' });
+    const route = '/v1/queues/{queue}/jobs 429';
+    const before = (await requestCounts()).get(route) ?? 0;
+    const producer = produce(queue, 'call-3');
+    // Refused (429 queue_full), and backing off: nothing enqueued yet.
+    const deadline = Date.now() + 10000;
+    while (((await requestCounts()).get(route) ?? 0) === before) {
+      assert.ok(Date.now() < deadline, `no 429 answered\n${producer.tail()}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal((await prioq.api.job(queue, 'call-3')).status, 404);
+    assert.ok(!producer.lines.some((line) => line.includes('enqueued')), producer.tail());
+    const [filler] = await prioq.api.claim(queue, 'test');
+    assert.equal(filler?.id, 'filler');
+    const job = await claimed(queue, 'call-3');
+    await prioq.api.expect(204, 'POST', `/v1/queues/${queue}/jobs/call-3/ack`, {
+      lease_token: job.lease_token, result: { pages: 3 },
+    });
+    const { code } = await withTimeout(producer.exited, 10000, 'the producer did not finish');
+    assert.equal(code, 0, producer.tail());
+    assert.ok(producer.lines.includes('enqueued call-3'), producer.tail());
+    assert.deepEqual(JSON.parse(producer.lines.at(-1)), { pages: 3 });
+  });
 });

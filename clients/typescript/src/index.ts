@@ -1,5 +1,5 @@
-// prioq-client: a typed client of prioq's HTTP API and a worker helper on
-// top of it. The types come from src/schema.ts, which openapi-typescript
+// prioq-client: a typed client of prioq's HTTP API, and a worker helper and
+// a producer's back-off (`enqueue`) on top of it. The types come from src/schema.ts, which openapi-typescript
 // generates from openapi/openapi.json (scripts/gen-clients); the requests go
 // through openapi-fetch. Nothing here needs Node.js: the Node-only parts of
 // a worker (signals, the host-pid name) are in prioq-client/node.
@@ -10,6 +10,8 @@ import type { components, operations, paths } from './schema.js';
 
 export type { components, operations, paths };
 export { Rejection, Worker } from './worker.js';
+export { enqueue } from './producer.js';
+export type { EnqueueOptions, NewJob } from './producer.js';
 export type { Report, Task, WorkerEvent, WorkerOptions } from './worker.js';
 
 /** Every request and answer body of the API, by its name in the OpenAPI document. */

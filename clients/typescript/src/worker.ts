@@ -423,7 +423,7 @@ function bound(ms: number, cut?: AbortSignal): { signal: AbortSignal; release: (
 }
 
 /** Waits `ms`, or less when `cut` aborts first. */
-function pause(ms: number, cut?: AbortSignal): Promise<void> {
+export function pause(ms: number, cut?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (cut?.aborted) return resolve();
     const done = (): void => {
@@ -437,7 +437,7 @@ function pause(ms: number, cut?: AbortSignal): Promise<void> {
 }
 
 /** Milliseconds to wait after `failures` failures in a row: 0.5 s, 1 s, 2 s ... 30 s, with jitter. */
-function backoffMs(failures: number): number {
+export function backoffMs(failures: number): number {
   return Math.min(500 * 2 ** (failures - 1), 30000) * (0.5 + Math.random() / 2);
 }
 
