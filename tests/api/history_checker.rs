@@ -145,6 +145,7 @@ fn clean() -> Vec<Op> {
         max_in_flight: Some(2),
         group_max_in_flight: Some(1),
         shards: None,
+        max_pending: None,
     };
     let schedule = Call::Schedule {
         name: "tick".into(),
@@ -363,6 +364,7 @@ fn sharded(shards: u32) -> Op {
         max_in_flight: None,
         group_max_in_flight: None,
         shards: Some(shards),
+        max_pending: None,
     };
     op(52, "main", (0, 1), Outcome::Ok, call)
 }
@@ -701,6 +703,7 @@ fn every_rule_has_a_planted_violation() {
         "released_early",
         "dedup_key_held_twice",
         "replaced_delivered",
+        "queue_overfilled",
         "result_mismatch",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();
@@ -720,4 +723,37 @@ fn an_unknown_enqueue_may_or_may_not_exist() {
         replace(&mut history, read(24, "main", "c", state, 37, None));
         assert_eq!(broken(&history), Vec::<&str>::new(), "c {state:?}");
     }
+}
+
+/// Queue `bounded` with `max_pending` 2, holding x and y, and z enqueued
+/// after them; with x claimed before z's enqueue began when `claimed`.
+fn bounded(claimed: bool) -> Vec<Op> {
+    let call = Call::Configure {
+        max_in_flight: None,
+        group_max_in_flight: None,
+        shards: None,
+        max_pending: Some(2),
+    };
+    let mut history = clean();
+    history.push(op(60, "bounded", (600, 601), Outcome::Ok, call));
+    history.push(enqueue(61, "bounded", "x", 1, "g1", 610, Outcome::Ok));
+    history.push(enqueue(62, "bounded", "y", 1, "g1", 620, Outcome::Ok));
+    if claimed {
+        history.push(claim(
+            63,
+            "bounded",
+            ("x", 1, "g1", 0, 611),
+            "t-bounded-x",
+            630,
+            60_000,
+        ));
+    }
+    history.push(enqueue(64, "bounded", "z", 1, "g1", 650, Outcome::Ok));
+    history
+}
+
+#[test]
+fn a_job_made_while_a_bounded_queue_was_full_is_reported() {
+    assert_eq!(broken(&bounded(false)), ["queue_overfilled"]);
+    assert_eq!(broken(&bounded(true)), Vec::<&str>::new());
 }

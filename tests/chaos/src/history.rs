@@ -55,6 +55,8 @@ pub enum Call {
         group_max_in_flight: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shards: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_pending: Option<u64>,
     },
     /// A recurring schedule put in place; its jobs' ids are
     /// `{name}:{fire time}`.

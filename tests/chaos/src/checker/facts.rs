@@ -179,6 +179,8 @@ pub struct Facts<'h> {
     /// The most shards each queue whose `shards` was patched may have had
     /// (any outcome but failed: one whose patch is unknown counts).
     pub shards: BTreeMap<&'h str, u32>,
+    /// The `max_pending` of each queue whose patch of it was answered ok.
+    pub max_pending: BTreeMap<&'h str, u64>,
 }
 
 impl<'h> Facts<'h> {
@@ -191,6 +193,7 @@ impl<'h> Facts<'h> {
             caps: BTreeMap::new(),
             schedules: BTreeMap::new(),
             shards: BTreeMap::new(),
+            max_pending: BTreeMap::new(),
         };
         let mut tokens: BTreeSet<&str> = BTreeSet::new();
         for op in ops {
@@ -217,7 +220,13 @@ impl<'h> Facts<'h> {
                 max_in_flight,
                 group_max_in_flight,
                 shards,
+                max_pending,
             } => {
+                if let Some(bound) = max_pending
+                    && op.outcome == Outcome::Ok
+                {
+                    self.max_pending.insert(queue, *bound);
+                }
                 if let Some(shards) = shards
                     && op.outcome != Outcome::Failed
                 {

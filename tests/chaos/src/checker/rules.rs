@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Violation;
-use super::facts::{Facts, JobFacts, JobKey, LeaseFact};
+use super::facts::{Facts, JobFacts, JobKey, LeaseFact, made_its_job};
 use crate::history::{Call, Op, Outcome};
 
 /// A rule: its name (printed with each violation), what it promises, and
@@ -95,6 +95,12 @@ pub const RULES: &[Rule] = &[
         promise: "a job whose dedup key replaced it (mode replace) is never handed \
                   out, once the replace was answered, as it was before it",
         check: replaced_delivered,
+    },
+    Rule {
+        name: "queue_overfilled",
+        promise: "an enqueue makes no job in a queue where max_pending jobs \
+                  certainly waited throughout it",
+        check: queue_overfilled,
     },
     Rule {
         name: "result_mismatch",
@@ -828,6 +834,58 @@ fn replaced_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                         }
                     ),
                     [replace.op, claim.op],
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Every enqueue that made its job on a queue bounded by `max_pending`
+/// (and not sharded: a shard holds its own share), against the jobs of
+/// the queue certainly waiting throughout it: made by an enqueue answered
+/// before it began, not possibly taken by a claim or a cancel before it
+/// ended, and neither waiting for others nor expiring (those can leave
+/// without an operation marking it).
+fn queue_overfilled(facts: &Facts<'_>) -> Vec<Violation> {
+    let pending = Pending::new(facts);
+    let mut out = Vec::new();
+    for (&queue, &bound) in &facts.max_pending {
+        if facts.sharded(queue) {
+            continue;
+        }
+        // From when until when each such job certainly waited, and the
+        // enqueue that made it.
+        let waiting: Vec<(i64, i64, u64)> = facts
+            .jobs
+            .iter()
+            .filter(|((q, _), job)| *q == queue && job.after().is_empty() && !job.expires())
+            .filter_map(|(&key, job)| {
+                let made = job.made().next()?;
+                Some((job.created_by()?, pending.until(key, job), made.op))
+            })
+            .collect();
+        let makers = facts.ops.iter().filter(|op| {
+            op.queue == queue
+                && made_its_job(op)
+                && matches!(op.call, Call::Enqueue { created, .. } if created != Some(false))
+        });
+        for enqueue in makers {
+            let held: Vec<u64> = waiting
+                .iter()
+                .filter(|(from, until, _)| *from < enqueue.start_ms && *until > enqueue.end_ms)
+                .map(|(_, _, op)| *op)
+                .collect();
+            if held.len() as u64 >= bound {
+                let mut ops = vec![enqueue.op];
+                ops.extend(&held);
+                out.push(Violation::new(
+                    format!(
+                        "{queue}: op {} made a job while {} jobs waited (max_pending {bound})",
+                        enqueue.op,
+                        held.len()
+                    ),
+                    ops,
                 ));
             }
         }

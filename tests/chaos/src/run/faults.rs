@@ -390,6 +390,7 @@ async fn reshard_when_drained(ctx: &Ctx, shards: u32, ms: u64) -> bool {
                     max_in_flight: None,
                     group_max_in_flight: None,
                     shards: Some(shards),
+                    max_pending: None,
                 },
             )
             .await;

@@ -28,6 +28,9 @@ pub const SHARDS: u32 = 3;
 /// The capped queue's caps.
 pub const MAX_IN_FLIGHT: u64 = 4;
 pub const GROUP_MAX_IN_FLIGHT: u64 = 2;
+/// The capped queue's `max_pending`: its producers meet 429 `queue_full`
+/// when its workers fall behind.
+pub const MAX_PENDING: u64 = 40;
 /// Acked jobs are kept this long, so the final read finds their results
 /// and a retried enqueue of an acked job answers it instead of making it
 /// again.

@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use self::client::{Recorder, now_ms, parse_time, send};
 use self::faults::{Fault, Tally};
 use self::load::{
-    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, RESHARDED, SHARDED, SHARDS,
+    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, MAX_PENDING, RESHARDED, SHARDED, SHARDS,
 };
 use self::system::System;
 use crate::checker::{Facts, Offset, Violation, check};
@@ -144,10 +144,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     Ok(violations)
 }
 
-/// The caps of the capped queue, the shards of the sharded one and the
-/// schedules, recorded.
+/// The caps and the bound of the capped queue, the shards of the sharded
+/// one and the schedules, recorded.
 async fn setup(ctx: &Ctx) {
-    let body = json!({"max_in_flight": MAX_IN_FLIGHT, "group_max_in_flight": GROUP_MAX_IN_FLIGHT});
+    let body = json!({
+        "max_in_flight": MAX_IN_FLIGHT,
+        "group_max_in_flight": GROUP_MAX_IN_FLIGHT,
+        "max_pending": MAX_PENDING,
+    });
     let url = format!("{}/v1/queues/{CAPPED}/settings", ctx.bases[0]);
     let start = now_ms();
     let answer = send(&ctx.http, Method::PATCH, &url, Some(&body)).await;
@@ -155,6 +159,7 @@ async fn setup(ctx: &Ctx) {
         max_in_flight: Some(MAX_IN_FLIGHT),
         group_max_in_flight: Some(GROUP_MAX_IN_FLIGHT),
         shards: None,
+        max_pending: Some(MAX_PENDING),
     };
     ctx.recorder.record("setup", CAPPED, start, &answer, call);
     let url = format!("{}/v1/queues/{SHARDED}/settings", ctx.bases[0]);
@@ -170,6 +175,7 @@ async fn setup(ctx: &Ctx) {
         max_in_flight: None,
         group_max_in_flight: None,
         shards: Some(SHARDS),
+        max_pending: None,
     };
     ctx.recorder.record("setup", SHARDED, start, &answer, call);
     for name in SCHEDULES {
