@@ -433,7 +433,7 @@ async function renderQueue(current, generation) {
   document.title = `${current.queue} · prioq`;
   $('queue-title').textContent = current.queue;
   counts(stats, $('queue-counts'));
-  renderSettings(queueSettings);
+  renderSettings(queueSettings, stats);
   $('classes').tBodies[0].replaceChildren(...classRows(current.queue, stats.classes));
   $('classes').hidden = stats.classes.length === 0;
   $('no-classes').hidden = stats.classes.length > 0;
@@ -443,11 +443,14 @@ async function renderQueue(current, generation) {
   renderLookup(current, found);
 }
 
-/** The settings strip, and the Pause or Resume button that fits them. */
-function renderSettings(queueSettings) {
+/**
+ * The settings strip, and the Pause or Resume button that fits them; with
+ * the queue's `stats` (when known), how full a bounded queue is.
+ */
+function renderSettings(queueSettings, stats) {
   const {
     paused, max_in_flight: maxInFlight, rate_limit: rate, group_max_in_flight: groupCap,
-    group_rate_limit: groupRate,
+    group_rate_limit: groupRate, max_pending: maxPending,
   } = queueSettings;
   $('queue-paused').hidden = !paused;
   const toggle = $('pause-toggle');
@@ -464,6 +467,7 @@ function renderSettings(queueSettings) {
     ['group_max_in_flight', 'Per-group cap', groupCap === null ? 'none' : `${groupCap} jobs at once`],
     ['group_rate_limit', 'Per-group rate', groupRate == null ? 'none' : `${amount(groupRate.per_second)} jobs/s, burst ${groupRate.burst}`],
     ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
+    ['max_pending', 'Bound', ...bound(maxPending, stats)],
     ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
   ];
   $('queue-settings').replaceChildren(...entries.map(([field, label, value, className, title]) => {
@@ -474,6 +478,19 @@ function renderSettings(queueSettings) {
     entry.append(text('dt', label), dd);
     return entry;
   }));
+}
+
+/**
+ * A queue's `max_pending` and how full it is: [shown, className, title].
+ * Waiting jobs are those pending, scheduled or waiting for others.
+ */
+function bound(maxPending, stats) {
+  if (maxPending === null || maxPending === undefined) return ['none', '', 'Enqueues are never refused for the queue\'s size'];
+  const title = 'At the bound, enqueues answer 429 queue_full and change nothing';
+  if (!stats) return [`${maxPending} waiting`, '', title];
+  const waiting = stats.pending + stats.scheduled + (stats.waiting ?? 0);
+  const full = waiting >= maxPending;
+  return [`${waiting} of ${maxPending} waiting (${Math.min(100, Math.round((100 * waiting) / maxPending))}%)`, full ? 'warn' : '', title];
 }
 
 /** Weights, heaviest first: [shown, className, title]. */
@@ -711,6 +728,8 @@ function renderLookup(current, found) {
   add('Dedup key', 'dedup_key', job.dedup_key);
   add('Worker', 'worker', job.worker);
   add('Lease token', 'lease_token', job.lease_token);
+  add('Fence', 'fence', job.fence === null || job.fence === undefined ? undefined : String(job.fence),
+    'Grows with every grant of the job: pass it to the systems the worker writes to');
   add('Lease expires', 'lease_expires_at', job.lease_expires_at && relative(job.lease_expires_at), job.lease_expires_at);
   add('Last error', 'last_error', job.last_error);
   add('Died', 'dead_at', job.dead_at && relative(job.dead_at), job.dead_at);

@@ -198,7 +198,22 @@ describe('a queue', () => {
     await page.close();
   });
 
-  test('finds a processing job by id, with its worker, lease, expiry and dedup key', async () => {
+  test('shows how full a bounded queue is', async () => {
+    await prioq.api.configure('bounded', { max_pending: 4 });
+    for (const id of ['b-1', 'b-2', 'b-3']) await prioq.api.enqueue('bounded', { id, task: 'scan' });
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/bounded`);
+    const bound = page.locator('#queue-settings [data-setting="max_pending"]');
+    await expectText(bound, '3 of 4 waiting (75%)');
+    assert.equal(await bound.getAttribute('class'), null);
+    await prioq.api.enqueue('bounded', { id: 'b-4', task: 'scan' });
+    await expectText(bound, '4 of 4 waiting (100%)');
+    assert.equal(await bound.getAttribute('class'), 'warn');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
+  test('finds a processing job by id, with its worker, lease, fence, expiry and dedup key', async () => {
     const page = await openPage(browser);
     await page.goto(`${prioq.base}${UI}#/queues/emails`);
     await page.getByLabel('Job id').fill('welcome-1');
@@ -207,6 +222,7 @@ describe('a queue', () => {
     await expectText(job.locator('[data-field="state"]'), 'processing');
     await expectText(job.locator('[data-field="worker"]'), 'mailer-7');
     await expectText(job.locator('[data-field="lease_token"]'), processing.lease_token);
+    await expectText(job.locator('[data-field="fence"]'), String(processing.fence));
     await expectText(job.locator('[data-field="lease_expires_at"]'), /^in \d+ min/);
     assert.equal(await job.locator('[data-field="lease_expires_at"]').getAttribute('title'), processing.lease_expires_at);
     await expectText(job.locator('[data-field="expires_at"]'), /^in \d+ min/);
