@@ -88,6 +88,17 @@ impl Fault {
         }
     }
 
+    /// Whether it keeps a Redis from taking writes for a while.
+    fn stops_redis(self) -> bool {
+        matches!(
+            self,
+            Fault::RedisRestart { .. }
+                | Fault::RedisFull { .. }
+                | Fault::ClientPause { .. }
+                | Fault::Failover { .. }
+        )
+    }
+
     /// How long it is held once applied.
     fn hold_ms(self) -> u64 {
         match self {
@@ -182,13 +193,19 @@ pub fn schedule(
         if rng.random_bool(0.2) {
             let second = Fault::draw(rng, instances, cluster);
             // Two at once on one instance, or two changes of one queue's
-            // layout, would only undo each other.
+            // layout, would only undo each other; a slot moves only while
+            // every primary takes keys (one full, paused, restarting or
+            // failing over would leave it half moved until that heals,
+            // which comes only after the move).
             let clash = match (faults[0], second) {
                 (a, b) if a.instance().is_some() && a.instance() == b.instance() => true,
                 (
                     Fault::Reshard { .. } | Fault::SlotMove { .. },
                     Fault::Reshard { .. } | Fault::SlotMove { .. },
                 ) => true,
+                (Fault::SlotMove { .. }, other) | (other, Fault::SlotMove { .. }) => {
+                    other.stops_redis()
+                }
                 _ => false,
             };
             if !clash {
@@ -461,11 +478,7 @@ async fn move_slot(system: &System, shard: usize, pause_ms: u64) -> bool {
     let (Some(slot), (Some(from_id), Some(to_id))) = (slot, ids) else {
         return false;
     };
-    let Some((host, port)) = target
-        .trim_start_matches("redis://")
-        .rsplit_once(':')
-        .map(|(h, p)| (h.to_owned(), p.to_owned()))
-    else {
+    let Some((host, port)) = address(&target) else {
         return false;
     };
     let setslot = |state: &str, node: &str| {
@@ -484,44 +497,36 @@ async fn move_slot(system: &System, shard: usize, pause_ms: u64) -> bool {
     {
         return false;
     }
-    loop {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(5)
-            .query_async(&mut from)
+    let Some(source_addr) = address(&source) else {
+        return false;
+    };
+    let target_addr = (host, port);
+    // The slot goes to the target only once the source holds none of its
+    // keys: handed over with keys left behind, they would be lost.
+    let (owner, moved) = if migrate_all(&mut from, slot, &target_addr, pause_ms).await {
+        (to_id, true)
+    } else {
+        // Back to the source, the same way.
+        let back = setslot("IMPORTING", &to_id)
+            .query_async::<()>(&mut from)
             .await
-            .unwrap_or_default();
-        if keys.is_empty() {
-            break;
+            .is_ok()
+            && setslot("MIGRATING", &from_id)
+                .query_async::<()>(&mut to)
+                .await
+                .is_ok()
+            && migrate_all(&mut to, slot, &source_addr, pause_ms).await;
+        if !back {
+            eprintln!("slot {slot}: the move could neither finish nor go back");
         }
-        let mut migrate = redis::cmd("MIGRATE");
-        migrate
-            .arg(&host)
-            .arg(&port)
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("REPLACE")
-            .arg("KEYS");
-        for key in &keys {
-            migrate.arg(key);
-        }
-        if migrate
-            .query_async::<redis::Value>(&mut from)
-            .await
-            .is_err()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-    }
-    // The slot's new owner, told to the two and to every other primary.
-    let mut moved = setslot("NODE", &to_id)
+        (from_id, false)
+    };
+    // The slot's owner, told to the two and to every other primary.
+    let mut told = setslot("NODE", &owner)
         .query_async::<()>(&mut to)
         .await
         .is_ok();
-    moved &= setslot("NODE", &to_id)
+    told &= setslot("NODE", &owner)
         .query_async::<()>(&mut from)
         .await
         .is_ok();
@@ -530,10 +535,63 @@ async fn move_slot(system: &System, shard: usize, pause_ms: u64) -> bool {
         .filter(|url| **url != source && **url != target)
     {
         if let Some(mut other) = connection(url).await {
-            let _ = setslot("NODE", &to_id).query_async::<()>(&mut other).await;
+            let _ = setslot("NODE", &owner).query_async::<()>(&mut other).await;
         }
     }
-    moved
+    moved && told
+}
+
+/// How long a slot's keys may take to move before the move goes back.
+const MIGRATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `redis://host:port` as host and port.
+fn address(url: &str) -> Option<(String, String)> {
+    url.trim_start_matches("redis://")
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_owned(), p.to_owned()))
+}
+
+/// Moves every key of `slot` from the node of `from` to `to`, a few at a
+/// time with `pause_ms` between, trying a failed `MIGRATE` again; whether
+/// none is left in `from` within `MIGRATION_TIMEOUT`.
+async fn migrate_all(
+    from: &mut redis::aio::MultiplexedConnection,
+    slot: u16,
+    (host, port): &(String, String),
+    pause_ms: u64,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + MIGRATION_TIMEOUT;
+    loop {
+        let keys: Option<Vec<String>> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(5)
+            .query_async(from)
+            .await
+            .ok();
+        if keys.as_ref().is_some_and(Vec::is_empty) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        if let Some(keys) = keys {
+            let mut migrate = redis::cmd("MIGRATE");
+            migrate
+                .arg(host)
+                .arg(port)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("REPLACE")
+                .arg("KEYS");
+            for key in &keys {
+                migrate.arg(key);
+            }
+            let _ = migrate.query_async::<redis::Value>(from).await;
+        }
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+    }
 }
 
 /// How long a failover may take before the primary gives it up.
