@@ -1,7 +1,7 @@
 -- configure: changes a queue's settings (a merge patch, already checked
 -- field by field) and wakes the claims waiting on it, which look again
 -- under the new settings.
--- KEYS: meta, weights
+-- KEYS: meta, weights, aging
 -- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
 --   field, value ('' to reset the field); then '1' to clear every weight
 --   first ('0' not to), the number of weight changes, and pairs of group,
@@ -66,6 +66,8 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
     end
   end
   if clear then redis.call('DEL', weights) end
+  -- Without max_wait_ms no job ages: the times of those that would go.
+  if changes.max_wait_ms == '' then redis.call('DEL', q.aging) end
   for _, change in ipairs(weight_changes) do
     if change[2] == '' then
       redis.call('HDEL', weights, change[1])

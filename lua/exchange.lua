@@ -44,6 +44,7 @@ local function exchange(keys, argv)
     expire_due(c, now, limit)
     c.expiring_budget = limit
     promote_due(c, now, limit)
+    promote_aged(c, now, limit)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)

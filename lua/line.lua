@@ -156,6 +156,7 @@ redis.register_function{
     check_shards(c, argv[6])
     local now = now_ms()
     promote_due(c, now, tonumber(argv[3]))
+    promote_aged(c, now, tonumber(argv[3]))
     settle(c)
 
     local out = {(c.settings.group_max_in_flight or c.settings.max_in_flight) and 1 or 0}

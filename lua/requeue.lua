@@ -1,7 +1,7 @@
 -- requeue: returns a dead job to pending with its attempts reset, at the
 -- tail of its class (or of another class) for its group; it keeps its
 -- last error.
--- KEYS: pending, dead, jobs, meta, weights, groups
+-- KEYS: pending, dead, jobs, meta, weights, groups, aging
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] new
 --   priority ('' keeps it)
 -- Returns: the job's reply (see job_reply), pending

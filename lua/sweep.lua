@@ -50,6 +50,7 @@ redis.register_function{
     end
     local expired = expire_due(c, now, batch)
     local promoted = promote_due(c, now, batch)
+    promote_aged(c, now, batch)
     local purged = redis.call('ZRANGE', q.completed, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     if #purged > 0 then
       redis.call('ZREM', q.completed, unpack(purged))

@@ -45,7 +45,7 @@ library_of() {
 keys=()
 for key in pending scheduled processing dead jobs leases meta weights groups completed results progress claims claims:until \
   expiry expiry:due dedup dedup:of dedup:until cancels waiting after after:left after:done after:early outbox outbox:due \
-  depended; do
+  depended aging; do
   keys+=("{bench}:$key")
 done
 

@@ -129,6 +129,8 @@ local function finish_take(c, t, now)
     if c.expiring_budget <= 0 then c.look_again = true end
   end
   if #t.claimed > 0 then redis.call('ZREM', c.q.expiry_due, unpack(t.claimed)) end
+  -- A job handed out ages no more (a nack or a lease's end puts it back).
+  if c.settings.max_wait_ms and #t.taken > 0 then redis.call('ZREM', c.q.aging, unpack(t.taken)) end
   local fields = {}
   for prio in pairs(t.last_tags) do
     fields[#fields + 1] = fields_of(prio).vtime

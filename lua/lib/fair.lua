@@ -1,6 +1,11 @@
 -- The fair order: weights, groups in flight, their caps and rate
 -- limits, tags, heads and their refills.
 
+-- The tags below AGED_SPAN are a class's front: the jobs aged into it
+-- (see `promote_aged`), in the order they aged; every other job's tag is
+-- at least AGED_SPAN, so the aged come first.
+local AGED_SPAN = 2 ^ 40
+
 local function weight(c, group)
   if group == '' or c.stride == 1 then return 1 end
   c.weights = c.weights or {}
@@ -90,6 +95,7 @@ local function restart_class(c, prio)
   local fields = fields_of(prio)
   if number(c, fields.backlog) > 0 then return false end
   put(c, fields.vtime, false)
+  put(c, fields.aged, false)
   local class = fields.tag
   local cursor = '0'
   repeat
@@ -116,7 +122,7 @@ local function take_tags(c, prios, groups, arrivals, restarted)
     local fields = CLASS_FIELDS[prio] or fields_of(prio)
     local field = fields.tag .. group
     local tag = taken[field]
-    if tag == nil then tag = math.max(number(c, fields.vtime), number(c, field)) end
+    if tag == nil then tag = math.max(AGED_SPAN, number(c, fields.vtime), number(c, field)) end
     -- In a sharded queue the jobs without a group are tagged by their
     -- arrival number, taken from one counter in the queue's home: tags
     -- compare across shards, so claims keep arrival order (a job whose
@@ -127,7 +133,7 @@ local function take_tags(c, prios, groups, arrivals, restarted)
     local finish
     if group == '' and arrival then
       local previous = tag
-      tag = arrival * c.stride
+      tag = AGED_SPAN + arrival * c.stride
       finish = math.max(previous, tag + c.stride)
     else
       finish = tag + (group == '' and c.stride or c.stride / weight(c, group))
@@ -174,6 +180,14 @@ end
 -- Collects pending's adds in `adds` (score, id pairs) for one ZADD.
 local function place(c, adds, id, prio, group, tag)
   local member_score = score(prio, tag)
+  -- A job without a group ages (see `promote_aged`) under max_wait_ms.
+  local wait = c.settings.max_wait_ms
+  if wait and not group and prio > 0 then
+    c.aging = c.aging or {}
+    local aging = c.aging
+    aging[#aging + 1] = ms(now_of(c) + wait)
+    aging[#aging + 1] = id
+  end
   if group then
     count_waiting(c, group, 1)
     local fields = fields_of(prio)

@@ -214,7 +214,8 @@ local CLASS_FIELDS = {}
 local function fields_of(prio)
   local fields = CLASS_FIELDS[prio]
   if not fields then
-    fields = {vtime = 'v:' .. prio, tag = 't:' .. prio .. ':', head = 'h:' .. prio .. ':', backlog = 'b:' .. prio}
+    fields = {vtime = 'v:' .. prio, tag = 't:' .. prio .. ':', head = 'h:' .. prio .. ':', backlog = 'b:' .. prio,
+      aged = 'k:' .. prio}
     CLASS_FIELDS[prio] = fields
   end
   return fields

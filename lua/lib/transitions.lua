@@ -87,6 +87,7 @@ local function settle(c)
   end
   if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
   if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
+  if c.aging then redis.call('ZADD', q.aging, unpack(c.aging)) end
   for group, n in pairs(c.waiting_of or NONE) do
     local waiting
     if n ~= 0 then
@@ -250,6 +251,44 @@ local function promote_due(c, now, limit)
   if not make_pending(c, moves) then return 0 end
   redis.call('ZREM', q.scheduled, unpack(ids))
   return #ids
+end
+
+-- Priority aging: a job without a group that waited max_wait_ms in its
+-- class at `now` moves to the front of the next more urgent class, after
+-- the jobs that aged into it before (FIFO among the aged), and ages from
+-- there again; up to `limit` jobs a call. `aging` holds, for each job that
+-- entered pending while the queue had max_wait_ms, when it ages next; an
+-- entry of a job no longer pending (claimed, cancelled, deleted...) or in
+-- the most urgent class goes when its time comes. Costs O(log N) and
+-- O(log N) per job aged.
+local function promote_aged(c, now, limit)
+  local wait, q = c.settings.max_wait_ms, c.q
+  if not wait then return end
+  local due = redis.call('ZRANGE', q.aging, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit)
+  if #due == 0 then return end
+  local adds, again, gone = {}, {}, {}
+  for _, id in ipairs(due) do
+    local member_score = redis.call('ZSCORE', q.pending, id)
+    local prio = member_score and class_of(member_score)
+    local field = prio and prio > 0 and fields_of(prio - 1).aged
+    local front = field and number(c, field)
+    if not front or front >= AGED_SPAN then
+      gone[#gone + 1] = id
+    else
+      put(c, field, front + 1)
+      adds[#adds + 1] = score(prio - 1, front)
+      adds[#adds + 1] = id
+      if prio > 1 then
+        again[#again + 1] = ms(now + wait)
+        again[#again + 1] = id
+      else
+        gone[#gone + 1] = id
+      end
+    end
+  end
+  if #adds > 0 then redis.call('ZADD', q.pending, unpack(adds)) end
+  if #again > 0 then redis.call('ZADD', q.aging, unpack(again)) end
+  if #gone > 0 then redis.call('ZREM', q.aging, unpack(gone)) end
 end
 
 -- The reply for one job, in any state, as the Rust side parses it: {id,

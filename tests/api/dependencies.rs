@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use prioq::config::Config;
 use prioq::queue::store::keys::{Key, QueueKeys, shard_of};
+use prioq::queue::store::library::{Function, LIBRARY};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -458,8 +459,10 @@ pub(crate) async fn check_batch_across_shards(config: Config, shards: u32) {
 
 /// The instance that ended a dependency is SIGKILLed between the two steps
 /// of telling a dependant in another queue: the end is in the outbox, and
-/// another instance's sweeper tells it, once. (A nack ends it: an ack's
-/// call has its instance's courier tell at once, see below.)
+/// another instance's sweeper tells it, once. The nack that ends it goes
+/// straight to Redis, as the `nack` call of an instance killed before its
+/// courier told the dependant (an instance tells at once after its own
+/// nack, see below): the kill cannot race the courier.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependant_hears_of_its_dependency_after_the_instance_that_ended_it_was_killed() {
     // A Redis of its own, whose commands tell when the first instance's
@@ -500,16 +503,27 @@ async fn a_dependant_hears_of_its_dependency_after_the_instance_that_ended_it_wa
     assert_eq!(status, StatusCode::CREATED);
     let (_, claimed) = post("/v1/queues/a/claim".into(), json!({})).await;
     let token = &claimed["jobs"][0]["lease_token"];
-    let (status, nacked) = post(
-        "/v1/queues/a/jobs/x/nack".into(),
-        json!({"lease_token": token, "error": "boom"}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(nacked["state"], "dead", "{nacked}");
+    let keys = QueueKeys::new(&prefix, "a");
+    let mut nack = LIBRARY.call(Function::Nack, &keys);
+    nack.arg("x")
+        .arg(token.as_str().expect("a lease token"))
+        .arg(0)
+        .arg("0")
+        .arg("")
+        .arg("1")
+        .arg("boom");
+    let _: redis::Value = nack.cmd.query_async(&mut conn).await.expect("nack");
+    let view: Value = http
+        .get(first.url("/v1/queues/a/jobs/x"))
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("a job view");
+    assert_eq!(view["state"], "dead", "{view}");
     drop(first);
 
-    let keys = QueueKeys::new(&prefix, "a");
     let outbox_key = keys.key(Key::OutboxDue).to_owned();
     let outbox: Vec<String> = redis::cmd("ZRANGE")
         .arg(&outbox_key)

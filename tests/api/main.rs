@@ -9,6 +9,7 @@
 
 mod support;
 
+mod aging;
 mod batching;
 mod bounded;
 mod cancel;

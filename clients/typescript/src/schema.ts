@@ -1525,6 +1525,11 @@ export interface components {
              * @description Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
              */
             max_pending?: number | null;
+            /**
+             * Format: int64
+             * @description Priority aging: a job without a group that waits this long (ms) in its priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter pending once it is set.
+             */
+            max_wait_ms?: number | null;
             /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused?: boolean | null;
             rate_limit?: components["schemas"]["RateLimitPatch"] | null;
@@ -1577,6 +1582,11 @@ export interface components {
              * @description Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
              */
             max_pending: number | null;
+            /**
+             * Format: int64
+             * @description Priority aging: a job without a group that waits this long (ms) in its priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter pending once it is set.
+             */
+            max_wait_ms: number | null;
             /** @description While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on. */
             paused: boolean;
             rate_limit: components["schemas"]["RateLimitView"] | null;

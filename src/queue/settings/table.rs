@@ -160,6 +160,17 @@ pub const SETTINGS: &[Setting] = &[
         doc: "Tokens each named group's bucket holds at most.",
     },
     Setting {
+        path: "max_wait_ms",
+        field: "max_wait_ms",
+        kind: Kind::Count {
+            min: 1,
+            max: 2_592_000_000,
+            default: None,
+        },
+        share: Share::Whole,
+        doc: "Priority aging: a job without a group that waits this long (ms) in its priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter pending once it is set.",
+    },
+    Setting {
         path: "max_pending",
         field: "max_pending",
         kind: Kind::Count {

@@ -96,6 +96,7 @@ keys! {
     Outbox       "outbox"         outbox        [View, Life],
     OutboxDue    "outbox:due"     outbox_due    [View, Life],
     Depended     "depended"       depended      [View, Life],
+    Aging        "aging"          aging         [Life],
     // The list of queues: the one key of no queue's slot.
     Queues       "queues"         queues        [],
 }

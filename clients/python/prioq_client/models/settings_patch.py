@@ -32,6 +32,10 @@ class SettingsPatch:
         max_pending (int | None | Unset): Jobs waiting to be handed out (pending, scheduled, or waiting for their
             dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing.
             A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
+        max_wait_ms (int | None | Unset): Priority aging: a job without a group that waits this long (ms) in its
+            priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it
+            before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs
+            that enter pending once it is set.
         paused (bool | None | Unset): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go
             on.
         rate_limit (None | RateLimitPatch | Unset):
@@ -46,6 +50,7 @@ class SettingsPatch:
     group_weights: None | SettingsPatchGroupWeightsType0 | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     max_pending: int | None | Unset = UNSET
+    max_wait_ms: int | None | Unset = UNSET
     paused: bool | None | Unset = UNSET
     rate_limit: None | RateLimitPatch | Unset = UNSET
     retain_ms: int | None | Unset = UNSET
@@ -89,6 +94,12 @@ class SettingsPatch:
         else:
             max_pending = self.max_pending
 
+        max_wait_ms: int | None | Unset
+        if isinstance(self.max_wait_ms, Unset):
+            max_wait_ms = UNSET
+        else:
+            max_wait_ms = self.max_wait_ms
+
         paused: bool | None | Unset
         if isinstance(self.paused, Unset):
             paused = UNSET
@@ -128,6 +139,8 @@ class SettingsPatch:
             field_dict["max_in_flight"] = max_in_flight
         if max_pending is not UNSET:
             field_dict["max_pending"] = max_pending
+        if max_wait_ms is not UNSET:
+            field_dict["max_wait_ms"] = max_wait_ms
         if paused is not UNSET:
             field_dict["paused"] = paused
         if rate_limit is not UNSET:
@@ -207,6 +220,15 @@ class SettingsPatch:
 
         max_pending = _parse_max_pending(d.pop("max_pending", UNSET))
 
+        def _parse_max_wait_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_wait_ms = _parse_max_wait_ms(d.pop("max_wait_ms", UNSET))
+
         def _parse_paused(data: object) -> bool | None | Unset:
             if data is None:
                 return data
@@ -257,6 +279,7 @@ class SettingsPatch:
             group_weights=group_weights,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
+            max_wait_ms=max_wait_ms,
             paused=paused,
             rate_limit=rate_limit,
             retain_ms=retain_ms,

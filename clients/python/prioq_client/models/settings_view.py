@@ -31,6 +31,10 @@ class SettingsView:
         max_pending (int | None): Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies)
             at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split
             over K shards bounds each shard at ⌈max_pending / K⌉.
+        max_wait_ms (int | None): Priority aging: a job without a group that waits this long (ms) in its priority is
+            claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so
+            on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter
+            pending once it is set.
         paused (bool): While true, claims hand out nothing; enqueue, ack, extend, nack and the sweeper go on.
         rate_limit (None | RateLimitView):
         retain_ms (int): How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted
@@ -44,6 +48,7 @@ class SettingsView:
     group_weights: SettingsViewGroupWeights
     max_in_flight: int | None
     max_pending: int | None
+    max_wait_ms: int | None
     paused: bool
     rate_limit: None | RateLimitView
     retain_ms: int
@@ -70,6 +75,9 @@ class SettingsView:
         max_pending: int | None
         max_pending = self.max_pending
 
+        max_wait_ms: int | None
+        max_wait_ms = self.max_wait_ms
+
         paused = self.paused
 
         rate_limit: dict[str, Any] | None
@@ -91,6 +99,7 @@ class SettingsView:
                 "group_weights": group_weights,
                 "max_in_flight": max_in_flight,
                 "max_pending": max_pending,
+                "max_wait_ms": max_wait_ms,
                 "paused": paused,
                 "rate_limit": rate_limit,
                 "retain_ms": retain_ms,
@@ -145,6 +154,13 @@ class SettingsView:
 
         max_pending = _parse_max_pending(d.pop("max_pending"))
 
+        def _parse_max_wait_ms(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        max_wait_ms = _parse_max_wait_ms(d.pop("max_wait_ms"))
+
         paused = d.pop("paused")
 
         def _parse_rate_limit(data: object) -> None | RateLimitView:
@@ -172,6 +188,7 @@ class SettingsView:
             group_weights=group_weights,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
+            max_wait_ms=max_wait_ms,
             paused=paused,
             rate_limit=rate_limit,
             retain_ms=retain_ms,

@@ -1,0 +1,145 @@
+//! Priority aging (`max_wait_ms`): a job without a group that waited its
+//! limit in its priority is claimed as if it had the next more urgent
+//! one, at the front of it, in the order the aged aged; step by step, so
+//! a job of priority p is claimed as priority 0 after p limits.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::support::app::{configure, patch_settings};
+use crate::support::{TestApp, spawn_app, spawn_app_with, test_config, until};
+
+/// Puts `count` jobs of priority 0 on `queue`, a hundred a request.
+async fn flood(app: &TestApp, queue: &str, count: usize) {
+    for first in (0..count).step_by(100) {
+        let jobs: Vec<Value> = (first..(first + 100).min(count))
+            .map(|n| json!({"task": "t", "id": format!("urgent-{n}"), "priority": 0}))
+            .collect();
+        let answer = app
+            .post(app.queue_url(queue, "/jobs/batch"), json!({"jobs": jobs}))
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    }
+}
+
+/// Under a backlog of priority-0 jobs that outlasts it, a priority-5 job
+/// of a queue aging every `LIMIT` is claimed, one job a claim, no sooner
+/// than five limits after its enqueue began, and at most six claims after
+/// five limits from its enqueue's answer: each step ages it at the first
+/// claim after its time (five steps, each late by at most a claim), and
+/// the claim after the last takes it from the front of priority 0.
+async fn check_flood(shards: u32) {
+    const LIMIT: Duration = Duration::from_millis(150);
+    let mut config = test_config();
+    // A floor turn would take it from the least urgent class at once.
+    config.bulk_floor = 0.0;
+    let app = spawn_app_with(config).await;
+    configure(
+        &app,
+        "aging",
+        json!({"max_wait_ms": LIMIT.as_millis() as u64, "shards": shards}),
+    )
+    .await;
+    flood(&app, "aging", 4000).await;
+    let began = Instant::now();
+    app.enqueue(
+        "aging",
+        json!({"task": "t", "id": "patient", "priority": 5}),
+    )
+    .await;
+    let answered = Instant::now();
+    let aged = answered + LIMIT * 5;
+    let mut after_aged = 0;
+    loop {
+        let start = Instant::now();
+        let jobs = app.claim("aging", json!({"lease_ms": 60_000})).await;
+        assert_eq!(jobs.len(), 1, "the backlog outlasts the wait");
+        if jobs[0]["id"] == "patient" {
+            assert!(
+                start >= began + LIMIT * 5,
+                "aged too soon: {:?}",
+                start - began
+            );
+            break;
+        }
+        if start > aged {
+            after_aged += 1;
+            assert!(
+                after_aged <= 6,
+                "still passed over {after_aged} claims past its five limits"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_urgent_jobs_holds_a_job_no_longer_than_its_limits() {
+    check_flood(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_urgent_jobs_holds_a_job_no_longer_than_its_limits_on_a_sharded_queue() {
+    check_flood(3).await;
+}
+
+/// Two jobs of priority 2 age into priority 1 and go ahead of a job of a
+/// named group waiting there (it does not age), in the order they aged.
+#[tokio::test]
+async fn the_aged_go_first_in_their_new_priority_in_the_order_they_aged() {
+    let app = spawn_app().await;
+    configure(&app, "q", json!({"max_wait_ms": 1000})).await;
+    app.enqueue(
+        "q",
+        json!({"task": "t", "id": "native", "priority": 1, "group": "g"}),
+    )
+    .await;
+    app.enqueue("q", json!({"task": "t", "id": "first", "priority": 2}))
+        .await;
+    app.enqueue("q", json!({"task": "t", "id": "second", "priority": 2}))
+        .await;
+    // The sweeper ages them once their second in priority 2 is up.
+    until(Duration::from_secs(5), "both aged", || async {
+        let stats = app.stats("q").await;
+        let classes = stats["classes"].as_array().cloned().unwrap_or_default();
+        classes.iter().all(|class| class["priority"] != 2)
+    })
+    .await;
+    let claimed = app.claim("q", json!({"max_jobs": 3})).await;
+    let ids: Vec<&str> = claimed
+        .iter()
+        .map(|job| job["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["first", "second", "native"]);
+    // A job keeps its own priority; aging only moves its place in line.
+    assert_eq!(claimed[0]["priority"], 2);
+}
+
+#[tokio::test]
+async fn without_max_wait_ms_nothing_ages_and_nothing_is_kept_for_it() {
+    let app = spawn_app().await;
+    configure(&app, "q", json!({"max_wait_ms": 60_000})).await;
+    app.enqueue("q", json!({"task": "t", "priority": 3})).await;
+    let aging = |snapshot: &std::collections::BTreeMap<String, String>| {
+        snapshot.keys().any(|key| key.ends_with(":aging"))
+    };
+    assert!(aging(&app.snapshot().await), "the job's aging time is kept");
+    configure(&app, "q", json!({"max_wait_ms": null})).await;
+    assert!(!aging(&app.snapshot().await), "dropped with the setting");
+}
+
+#[tokio::test]
+async fn max_wait_ms_out_of_range_is_refused() {
+    let app = spawn_app().await;
+    for bad in [json!(0), json!(-5), json!(2_592_000_001_u64), json!("1s")] {
+        let answer = patch_settings(&app, "q", json!({"max_wait_ms": bad})).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {answer:?}"
+        );
+        assert_eq!(answer.body["field"], "max_wait_ms");
+    }
+}
