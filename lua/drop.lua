@@ -3,11 +3,11 @@
 -- from then on, see `registered`) and counts their jobs; when it may go on
 -- (none, or a purge), it takes the queue off the list of queues and drops
 -- every shard ('drop': every key of the shard is unlinked: jobs, settings,
--- schedules, group sets, dependants sets); else it takes the seals back
+-- schedules, push target, group sets, dependants sets); else it takes the seals back
 -- ('unseal'). Before a purge drops them, 'dependants' lists the jobs whose
 -- dependants in other queues have not heard of their end, for prioq to
 -- tell them (the job deleted, or how it ended when its outbox holds it).
--- KEYS: LIFE, CLAIMS, SCHEDULES
+-- KEYS: LIFE, CLAIMS, SCHEDULES, push, push:slots
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] 'seal',
 --   'unseal', 'dependants' or 'drop'
 -- Returns: for 'seal', {the jobs the shard holds in any state, 1 when the

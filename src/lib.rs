@@ -3,7 +3,8 @@
 //! Module map, in the order a request flows through it:
 //!
 //! - [`http`]: the routes of the public contract by resource (`jobs`,
-//!   `claims`, `leases`, `dlq`, `queues`, `settings`, `schedules`, `ops`),
+//!   `claims`, `leases`, `dlq`, `queues`, `settings`, `schedules`, `push`,
+//!   `ops`),
 //!   their JSON types (`jobs::request`, the enqueue request and its checks;
 //!   `jobs::view`, the job view every answer shows); `error`: one
 //!   [`http::error::ApiError`] rendered as RFC 9457 problems; `extract`:
@@ -22,7 +23,8 @@
 //!   list of queues), `settings` (`table`, every setting once; `change`, a
 //!   patch checked), `schedules` (cron patterns, fire times), `stats`,
 //!   `paging` (the DLQ's and the groups' pages), `sweep` (one sweep of a
-//!   queue). Below them: `shards` routes every operation to a queue's
+//!   queue), `push` (a queue's push target, its health and its slots).
+//!   Below them: `shards` routes every operation to a queue's
 //!   shards and merges their answers; `exchange` sends the concurrent
 //!   enqueues, claims and acks of a shard together (`lane`: group commit)
 //!   as one call of the `exchange` function (`request`, what a call
@@ -44,6 +46,9 @@
 //! - [`sweeper`]: the task every instance runs to take back expired leases,
 //!   promote due scheduled jobs, delete expired completed jobs and fire due
 //!   schedules.
+//! - [`pusher`]: the task every instance runs to deliver the jobs of
+//!   queues with a push target: it claims them and POSTs each, signed, to
+//!   the target, and acks or nacks by the answer.
 //! - [`config`]: flags and `PRIOQ_*` variables; [`telemetry`]: logs and
 //!   the metrics' names and recorder; [`otel`]: the W3C trace headers a
 //!   job keeps and the messaging spans exported over OTLP; [`startup`]:
@@ -56,11 +61,11 @@
 //! code to both):
 //!
 //! 1. `startup`
-//! 2. `http`, `sweeper`, `serve`
+//! 2. `http`, `sweeper`, `pusher`, `serve`
 //! 3. `queue` (the facade)
 //! 4. `queue::jobs`, `queue::deps`, `queue::registry`, `queue::settings`,
-//!    `queue::schedules`, `queue::stats`, `queue::paging`, `queue::sweep`
-//!    (the operations)
+//!    `queue::schedules`, `queue::stats`, `queue::paging`, `queue::sweep`,
+//!    `queue::push` (the operations)
 //! 5. `queue::broker`
 //! 6. `queue::shards`, `queue::exchange`, `queue::courier`, `queue::wake`
 //! 7. `queue::job`
@@ -75,6 +80,7 @@
 pub mod config;
 pub mod http;
 pub mod otel;
+pub mod pusher;
 pub mod queue;
 pub mod serve;
 pub mod startup;

@@ -1,5 +1,5 @@
-//! Builds the application (Redis pool, HTTP listener, sweeper, wake-up
-//! listener) and runs it until shutdown.
+//! Builds the application (Redis pool, HTTP listener, sweeper, pusher,
+//! wake-up listener) and runs it until shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::http::{self, AppContext, AppState};
 use crate::queue::{Broker, BrokerConfig, RedisPool, RedisSettings, wake};
-use crate::{serve, sweeper};
+use crate::{pusher, serve, sweeper};
 
 /// How to reach Redis, from the configuration.
 pub fn redis_settings(config: &Config) -> RedisSettings {
@@ -72,6 +72,7 @@ impl Application {
                 broker: Arc::new(broker),
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
+                push_changed: Arc::default(),
             }),
             seeds,
         })
@@ -107,6 +108,12 @@ impl Application {
             state.config.sweep_interval(),
             stopped.clone(),
         ));
+        let pusher = tokio::spawn(pusher::run(
+            Arc::clone(&state.broker),
+            Arc::clone(&state.push_changed),
+            grace,
+            stopped.clone(),
+        ));
         tokio::spawn(warn_of_eviction(Arc::clone(&state.broker), stopped.clone()));
         let courier = {
             let (broker, stopped) = (Arc::clone(&state.broker), stopped.clone());
@@ -134,7 +141,7 @@ impl Application {
         .await
         .context("HTTP server failed");
         stopped.cancel();
-        let _ = tokio::join!(sweeper, listener_task, courier);
+        let _ = tokio::join!(sweeper, listener_task, courier, pusher);
         served
     }
 }

@@ -68,6 +68,11 @@ pub const BATCHED_CALLS: &str = "prioq_batched_calls_total";
 pub const LONG_POLLS_WAITING: &str = "prioq_long_polls_waiting";
 /// Reads of this instance waiting for a job to complete or die.
 pub const JOB_WAITS: &str = "prioq_job_waits";
+/// Push deliveries this instance ended, by queue and outcome
+/// (`delivered`, `failed`, `stale`).
+pub const PUSH_DELIVERIES: &str = "prioq_push_deliveries_total";
+/// Push deliveries of this instance under way, by queue.
+pub const PUSH_IN_FLIGHT: &str = "prioq_push_in_flight";
 /// The per-queue counters, shown from the first scrape that knows the
 /// queue, at zero until something happens.
 pub(crate) const QUEUE_COUNTERS: [&str; 11] = [

@@ -87,6 +87,10 @@
 --                     dependants in other slots are still to be told
 --   outbox:due zset   id -> when it ended
 --   depended   set    the jobs that have a dependants set (below)
+--   push       hash   in the home: the queue's push target and its health
+--                     (see push.lua)
+--   push:slots zset   slot -> when it lapses: the target's deliveries
+--                     under way, fleet-wide
 --   meta       hash   the queue's small state, read and written at most once
 --                     a call:
 --                     settings: paused, max_in_flight, rate_per_second,

@@ -8,11 +8,12 @@ mod dlq;
 pub mod error;
 mod exposition;
 pub mod extract;
-mod jobs;
+pub(crate) mod jobs;
 mod leases;
 mod openapi;
 mod ops;
 mod params;
+mod push;
 mod queues;
 mod schedules;
 mod settings;
@@ -49,6 +50,9 @@ pub struct AppContext {
     pub config: Arc<Config>,
     /// Cancelled when the service stops: long polls answer early.
     pub shutdown: CancellationToken,
+    /// Told when a push target is set or deleted here: the pusher reads
+    /// the targets again at once.
+    pub push_changed: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {

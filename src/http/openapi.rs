@@ -17,7 +17,7 @@ use utoipa::openapi::{self, Components, Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{AppState, claims, dlq, error, jobs, leases, ops, queues, schedules, settings};
+use super::{AppState, claims, dlq, error, jobs, leases, ops, push, queues, schedules, settings};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -34,6 +34,7 @@ use super::{AppState, claims, dlq, error, jobs, leases, ops, queues, schedules, 
         (name = "dlq", description = "The dead-letter queue"),
         (name = "queues", description = "Queue statistics, groups and settings"),
         (name = "schedules", description = "Recurring schedules: a job at each fire time of a cron pattern"),
+        (name = "push", description = "Push delivery: prioq POSTs a queue's jobs to an HTTP endpoint"),
         (name = "operations", description = "Health, metrics and documentation; open without a token"),
     )
 )]
@@ -49,7 +50,8 @@ pub(super) fn routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .merge(dlq::routes())
         .merge(queues::routes())
         .merge(settings::routes())
-        .merge(schedules::routes());
+        .merge(schedules::routes())
+        .merge(push::routes());
     (v1, ops::routes())
 }
 

@@ -11,7 +11,8 @@ use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{ApiPath, ApiQuery};
 use super::params::{QueuePath, parse_cursor};
-use crate::queue::QueueStats;
+use super::push::PushView;
+use crate::queue::{PushState, QueueStats};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -23,7 +24,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// One queue's counts.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0, "shards": 1}))]
+#[schema(example = json!({"queue": "emails", "pending": 12, "scheduled": 0, "processing": 3, "expired_leases": 0, "dead": 1, "classes": [{"priority": 0, "pending": 2, "oldest_age_ms": 1530}, {"priority": 9, "pending": 10, "oldest_age_ms": 64200}], "groups": 2, "paused": false, "completed": 0, "shards": 1, "push": null}))]
 pub struct QueueView {
     queue: String,
     pending: u64,
@@ -45,6 +46,8 @@ pub struct QueueView {
     /// The number of Redis hash slots the queue's jobs are spread over
     /// (its `shards` setting).
     shards: u32,
+    /// Its push target and how its deliveries go; null when it has none.
+    push: Option<PushView>,
 }
 
 /// One priority class of the pending jobs.
@@ -59,7 +62,7 @@ pub struct ClassView {
 }
 
 impl QueueView {
-    fn new(queue: String, stats: QueueStats) -> Self {
+    fn new(queue: String, stats: QueueStats, push: Option<PushState>) -> Self {
         Self {
             queue,
             pending: stats.pending,
@@ -81,6 +84,7 @@ impl QueueView {
             completed: stats.completed,
             waiting: stats.waiting,
             shards: stats.shards,
+            push: push.map(|push| PushView::new(push, false)),
         }
     }
 }
@@ -107,8 +111,8 @@ pub async fn queue(
     ApiPath(path): ApiPath<QueuePath>,
 ) -> Result<axum::Json<QueueView>> {
     let queue = path.queue.as_str();
-    let stats = state.broker.stats(queue).await?;
-    Ok(axum::Json(QueueView::new(queue.to_owned(), stats)))
+    let (stats, push) = tokio::try_join!(state.broker.stats(queue), state.broker.push(queue))?;
+    Ok(axum::Json(QueueView::new(queue.to_owned(), stats, push)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -161,12 +165,16 @@ pub async fn delete_queue(
 )]
 pub async fn queues(State(state): State<AppState>) -> Result<axum::Json<QueueList>> {
     let names = state.broker.queues().await?;
-    let stats = try_join_all(names.iter().map(|name| state.broker.stats(name))).await?;
+    let views =
+        try_join_all(names.iter().map(|name| async {
+            tokio::try_join!(state.broker.stats(name), state.broker.push(name))
+        }))
+        .await?;
     Ok(axum::Json(QueueList {
         queues: names
             .into_iter()
-            .zip(stats)
-            .map(|(name, stats)| QueueView::new(name, stats))
+            .zip(views)
+            .map(|(name, (stats, push))| QueueView::new(name, stats, push))
             .collect(),
     }))
 }

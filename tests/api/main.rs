@@ -33,6 +33,7 @@ mod leases;
 mod library;
 mod ops;
 mod proxy;
+mod push;
 mod schedules;
 mod score;
 mod sharded;

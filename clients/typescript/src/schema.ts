@@ -427,6 +427,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/push": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a queue's push target and its health.
+         * @description 404 when the queue has none. The signatures' secret is not shown.
+         */
+        get: operations["push"];
+        /**
+         * Set a queue's push target.
+         * @description From then on prioq's instances claim the queue's jobs, at most
+         *     `concurrency` at once across all of them, and POST each to `url` as
+         *     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
+         *     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
+         *     of "<t>.<body>" under the secret>`), `prioq-queue`, `prioq-job-id`,
+         *     `prioq-attempt`, `prioq-fence` and the job's `traceparent`. A 2xx
+         *     answer acks the job (a JSON body is its result); 429 and 503 nack it
+         *     with their `Retry-After`; any other answer, none within `timeout_ms`,
+         *     or a failed connection nacks it with the error. Replacing a target
+         *     keeps its health. The answer shows the secret.
+         */
+        put: operations["put_push"];
+        post?: never;
+        /**
+         * Delete a queue's push target.
+         * @description Deliveries under way end as they would; no new one starts once the
+         *     instances read the change (within 2 s). 404 when the queue has none.
+         */
+        delete: operations["delete_push"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/resume": {
         parameters: {
             query?: never;
@@ -1222,6 +1260,117 @@ export interface components {
          * @enum {string}
          */
         ProblemCode: "invalid_request" | "unauthorized" | "not_found" | "lease_lost" | "conflict" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "backend_unavailable" | "backend_full" | "limit_reached" | "queue_full" | "forbidden_origin" | "internal_error";
+        /** @description How a target's deliveries go, across every instance. */
+        PushHealthView: {
+            /**
+             * Format: int64
+             * @description Failed or stale deliveries since the last one delivered.
+             */
+            consecutive_failures: number;
+            /**
+             * Format: int64
+             * @description Deliveries answered 2xx and acked.
+             */
+            delivered: number;
+            /**
+             * Format: int64
+             * @description Deliveries answered otherwise, or not at all, and nacked.
+             */
+            failed: number;
+            /**
+             * Format: int64
+             * @description Deliveries under way now.
+             */
+            in_flight: number;
+            /** @description Why the last failed delivery failed; null before any. */
+            last_error?: string | null;
+            last_failure_at?: string | null;
+            /**
+             * Format: int32
+             * @description The HTTP status of the last delivery that ended; 0 when no answer
+             *     came; null before any.
+             */
+            last_status?: number | null;
+            last_success_at?: string | null;
+            /**
+             * Format: int64
+             * @description Deliveries whose lease ran out before they ended: their jobs were
+             *     taken back and are delivered again.
+             */
+            stale: number;
+        };
+        /**
+         * @description Where and how to push a queue's jobs.
+         * @example {
+         *       "concurrency": 8,
+         *       "timeout_ms": 30000,
+         *       "url": "https://billing.internal/jobs"
+         *     }
+         */
+        PushRequest: {
+            /**
+             * Format: int32
+             * @description Deliveries under way at once at most, across every instance, 1 to
+             *     1000; default 1.
+             * @default 1
+             */
+            concurrency: number | null;
+            /**
+             * Format: int64
+             * @description The lease each delivery holds, extended every third of it while the
+             *     request runs, 1000 to 3600000; default `timeout_ms`, at most 30000.
+             */
+            lease_ms?: number | null;
+            /**
+             * @description The key of the signatures, 16 to 256 characters; default the
+             *     target's current one, or a new random one for a new target.
+             */
+            secret?: string | null;
+            /**
+             * Format: int64
+             * @description How long a delivery may take, 100 to 3600000; default 30000. No
+             *     answer by then is a failed delivery.
+             * @default 30000
+             */
+            timeout_ms: number | null;
+            /**
+             * @description An absolute `http` or `https` URL, up to 2000 characters; each job
+             *     is POSTed to it. Redirects are not followed.
+             */
+            url: string;
+        };
+        /**
+         * @description A queue's push target and how its deliveries go.
+         * @example {
+         *       "concurrency": 8,
+         *       "health": {
+         *         "consecutive_failures": 0,
+         *         "delivered": 1204,
+         *         "failed": 7,
+         *         "in_flight": 3,
+         *         "last_error": "push: HTTP 503: busy",
+         *         "last_failure_at": "2026-11-29T23:41:02.100Z",
+         *         "last_status": 200,
+         *         "last_success_at": "2026-11-29T23:58:12.345Z",
+         *         "stale": 0
+         *       },
+         *       "lease_ms": 30000,
+         *       "timeout_ms": 30000,
+         *       "url": "https://billing.internal/jobs"
+         *     }
+         */
+        PushView: {
+            /** Format: int32 */
+            concurrency: number;
+            health: components["schemas"]["PushHealthView"];
+            /** Format: int64 */
+            lease_ms: number;
+            /** @description The signatures' key: in the answer to a `PUT` only. */
+            secret?: string | null;
+            /** Format: int64 */
+            timeout_ms: number;
+            url: string;
+        };
         /**
          * @description Every queue.
          * @example {
@@ -1277,6 +1426,7 @@ export interface components {
          *       "paused": false,
          *       "pending": 12,
          *       "processing": 3,
+         *       "push": null,
          *       "queue": "emails",
          *       "scheduled": 0,
          *       "shards": 1
@@ -1308,6 +1458,7 @@ export interface components {
             pending: number;
             /** Format: int64 */
             processing: number;
+            push?: components["schemas"]["PushView"] | null;
             queue: string;
             /** Format: int64 */
             scheduled: number;
@@ -2586,6 +2737,100 @@ export interface operations {
             403: components["responses"]["forbidden_origin"];
             503: components["responses"]["backend_unavailable"];
             507: components["responses"]["backend_full"];
+        };
+    };
+    push: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The target and its health */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushView"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
+    put_push: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PushRequest"];
+            };
+        };
+        responses: {
+            /** @description Replaced */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushView"];
+                };
+            };
+            /** @description Set; the queue had none */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushView"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
+            413: components["responses"]["payload_too_large"];
+            415: components["responses"]["unsupported_media_type"];
+            422: components["responses"]["validation_failed"];
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
+    delete_push: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            403: components["responses"]["forbidden_origin"];
+            503: components["responses"]["backend_unavailable"];
         };
     };
     resume: {

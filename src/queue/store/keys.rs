@@ -97,6 +97,8 @@ keys! {
     OutboxDue    "outbox:due"     outbox_due    [View, Life],
     Depended     "depended"       depended      [View, Life],
     Aging        "aging"          aging         [Life],
+    Push         "push"           push          [],
+    PushSlots    "push:slots"     push_slots    [],
     // The list of queues: the one key of no queue's slot.
     Queues       "queues"         queues        [],
 }

@@ -150,7 +150,8 @@ functions! {
     Tell "tell": {Life} Writes 2 Safe,
     Outbox "outbox": [Outbox, OutboxDue, Meta] Reads 0 Safe,
     Sent "sent": [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
-    Drop "drop": {Life, Claims, Schedules} Drains 2 Safe,
+    Drop "drop": {Life, Claims, Schedules} [Push, PushSlots] Drains 2 Safe,
+    Push "push": [Push, PushSlots] Drains 0 Once,
 }
 
 impl Function {

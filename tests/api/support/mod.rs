@@ -21,6 +21,7 @@
 //!   layout and record format, and what is inconsistent between its keys.
 //! - `rng`: a small seeded generator, and seeds a run prints to replay.
 //! - `recorded`: two instances under a recorded load, for the checker.
+//! - `receiver`: an HTTP endpoint for push delivery, answering by a plan.
 
 pub(crate) mod app;
 pub(crate) mod clock;
@@ -28,6 +29,7 @@ pub(crate) mod cluster;
 pub(crate) mod inventory;
 pub(crate) mod nginx;
 pub(crate) mod process;
+pub(crate) mod receiver;
 pub(crate) mod recorded;
 pub(crate) mod redis_server;
 pub(crate) mod rng;

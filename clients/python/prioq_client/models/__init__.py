@@ -27,6 +27,9 @@ from .on_dependency_failure import OnDependencyFailure
 from .on_expiry import OnExpiry
 from .problem import Problem
 from .problem_code import ProblemCode
+from .push_health_view import PushHealthView
+from .push_request import PushRequest
+from .push_view import PushView
 from .queue_list import QueueList
 from .queue_view import QueueView
 from .rate_limit_patch import RateLimitPatch
@@ -72,6 +75,9 @@ __all__ = (
     "OnExpiry",
     "Problem",
     "ProblemCode",
+    "PushHealthView",
+    "PushRequest",
+    "PushView",
     "QueueList",
     "QueueView",
     "RateLimitPatch",

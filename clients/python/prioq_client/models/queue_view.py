@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.class_view import ClassView
+    from ..models.push_view import PushView
 
 
 T = TypeVar("T", bound="QueueView")
@@ -20,7 +23,7 @@ class QueueView:
     Example:
         {'classes': [{'oldest_age_ms': 1530, 'pending': 2, 'priority': 0}, {'oldest_age_ms': 64200, 'pending': 10,
             'priority': 9}], 'completed': 0, 'dead': 1, 'expired_leases': 0, 'groups': 2, 'paused': False, 'pending': 12,
-            'processing': 3, 'queue': 'emails', 'scheduled': 0, 'shards': 1}
+            'processing': 3, 'push': None, 'queue': 'emails', 'scheduled': 0, 'shards': 1}
 
     Attributes:
         classes (list[ClassView]): Pending jobs per priority, most urgent first.
@@ -36,6 +39,7 @@ class QueueView:
         shards (int): The number of Redis hash slots the queue's jobs are spread over
             (its `shards` setting).
         waiting (int): Jobs waiting for their dependencies (never claimed until released).
+        push (None | PushView | Unset):
     """
 
     classes: list[ClassView]
@@ -50,9 +54,12 @@ class QueueView:
     scheduled: int
     shards: int
     waiting: int
+    push: None | PushView | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.push_view import PushView  # noqa: PLC0415
+
         classes = []
         for classes_item_data in self.classes:
             classes_item = classes_item_data.to_dict()
@@ -80,6 +87,14 @@ class QueueView:
 
         waiting = self.waiting
 
+        push: dict[str, Any] | None | Unset
+        if isinstance(self.push, Unset):
+            push = UNSET
+        elif isinstance(self.push, PushView):
+            push = self.push.to_dict()
+        else:
+            push = self.push
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -98,12 +113,15 @@ class QueueView:
                 "waiting": waiting,
             }
         )
+        if push is not UNSET:
+            field_dict["push"] = push
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.class_view import ClassView  # noqa: PLC0415
+        from ..models.push_view import PushView  # noqa: PLC0415
 
         d = dict(src_dict)
         classes = []
@@ -135,6 +153,23 @@ class QueueView:
 
         waiting = d.pop("waiting")
 
+        def _parse_push(data: object) -> None | PushView | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                push_type_0 = PushView.from_dict(data)
+
+                return push_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PushView | Unset, data)
+
+        push = _parse_push(d.pop("push", UNSET))
+
         queue_view = cls(
             classes=classes,
             completed=completed,
@@ -148,6 +183,7 @@ class QueueView:
             scheduled=scheduled,
             shards=shards,
             waiting=waiting,
+            push=push,
         )
 
         queue_view.additional_properties = d
