@@ -13,14 +13,17 @@
 -- ARGV[1] the mode, then its arguments:
 --   'put' url concurrency timeout_ms lease_ms secret: writes the target
 --     (its health kept when it existed). Returns 1 when it is new, else 0.
---   'get': Returns the target's hash as field, value pairs and the slots
---     held now as a last pair `in_flight`, n; {} when there is none.
+--   'get': Returns the target's hash as field, value pairs and the
+--     deliveries under way (slots marked busy) as a last pair `in_flight`,
+--     n; {} when there is none.
 --   'drop': deletes the target and its slots. Returns 1, or 0 when there
 --     was none.
 --   'take' n holder hold_ms: drops the slots that lapsed, then grants up
 --     to n slots, within `concurrency` less the slots held, each until
 --     hold_ms from now. Returns the granted slots' names (holder:1..k),
 --     or -1 when the queue has no target.
+--   'busy' slot hold_ms: marks a slot a job was claimed for: it becomes
+--     'd:' .. slot, lapsing hold_ms from now. Returns its new name.
 --   'keep' slot hold_ms: the slot, while held, lapses hold_ms from now
 --     (a delivery's slot is kept with its lease). Returns 1, or 0 when it
 --     lapsed already.
@@ -44,8 +47,12 @@ redis.register_function{
       local target = redis.call('HGETALL', q.push)
       if #target == 0 then return {} end
       redis.call('ZREMRANGEBYSCORE', q.push_slots, '-inf', now_ms())
+      local busy = 0
+      for _, slot in ipairs(redis.call('ZRANGE', q.push_slots, 0, -1)) do
+        if string.sub(slot, 1, 2) == 'd:' then busy = busy + 1 end
+      end
       target[#target + 1] = 'in_flight'
-      target[#target + 1] = tostring(redis.call('ZCARD', q.push_slots))
+      target[#target + 1] = tostring(busy)
       return target
     end
     if mode == 'drop' then
@@ -64,6 +71,11 @@ redis.register_function{
         granted[n] = slot
       end
       return granted
+    end
+    if mode == 'busy' then
+      redis.call('ZREM', q.push_slots, argv[2])
+      redis.call('ZADD', q.push_slots, now_ms() + tonumber(argv[3]), 'd:' .. argv[2])
+      return 'd:' .. argv[2]
     end
     if mode == 'keep' then
       return redis.call('ZADD', q.push_slots, 'XX', 'CH', now_ms() + tonumber(argv[3]), argv[2])

@@ -277,6 +277,10 @@ impl Pusher {
     /// Delivers one job, ends its lease by the answer and records how the
     /// delivery went.
     async fn deliver(&self, queue: &str, target: &PushTarget, job: Job, slot: &str) {
+        // Counted as under way from now; Redis away, it keeps its name.
+        let hold_ms = target.lease_ms + SLOT_GRACE_MS;
+        let slot = &(self.broker.busy_push_slot(queue, slot, hold_ms).await)
+            .unwrap_or_else(|_| slot.to_owned());
         let in_flight = metrics::gauge!(telemetry::PUSH_IN_FLIGHT, "queue" => queue.to_owned());
         in_flight.increment(1.0);
         let delivery = self.attempt(queue, target, job, slot).await;

@@ -147,6 +147,14 @@ impl Broker {
         }
     }
 
+    /// Marks a slot a job was claimed for busy, held `hold_ms` from now;
+    /// its new name.
+    pub async fn busy_push_slot(&self, queue: &str, slot: &str, hold_ms: u64) -> Result<String> {
+        let mut cmd = self.push_call(queue);
+        cmd.arg("busy").arg(slot).arg(hold_ms);
+        self.call(&cmd).await
+    }
+
     /// Keeps a slot for `hold_ms` more; `false` when it lapsed already.
     pub async fn keep_push_slot(&self, queue: &str, slot: &str, hold_ms: u64) -> Result<bool> {
         let mut cmd = self.push_call(queue);

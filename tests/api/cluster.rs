@@ -18,11 +18,27 @@ use crate::fairness::{
 use crate::group_rate::check_group_rate_fleet_wide;
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
+use crate::push::{check_concurrency_across_instances, check_sharded_push, check_signed_and_acked};
 use crate::schedules::{
     check_deleted_schedule, check_fires_once_per_fire_time, check_paused_schedule,
 };
 use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{redis, spawn_app_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_pushed_job_is_signed_and_acked() {
+    check_signed_and_acked(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_push_concurrency_holds_across_instances() {
+    check_concurrency_across_instances(shared_cluster().config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_sharded_queue_pushes_from_every_shard() {
+    check_sharded_push(shared_cluster().config()).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_a_claim_skips_expired_jobs_before_any_sweep() {

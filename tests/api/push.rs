@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
+use prioq::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -51,8 +52,12 @@ async fn until_health(app: &TestApp, queue: &str, holds: impl Fn(&Value) -> bool
 
 #[tokio::test]
 async fn a_pushed_job_is_signed_acked_and_its_answer_kept() {
+    check_signed_and_acked(test_config()).await;
+}
+
+pub(crate) async fn check_signed_and_acked(config: Config) {
     let receiver = Receiver::start([], Reply::ok(r#"{"sent": true}"#)).await;
-    let app = spawn_app().await;
+    let app = spawn_app_with(config).await;
     let set = put_push(
         &app,
         "mail",
@@ -245,6 +250,8 @@ async fn a_slow_answer_keeps_its_lease_by_extending_it() {
         json!({"url": receiver.url, "lease_ms": 1000, "timeout_ms": 10000}),
     )
     .await;
+    receiver.until_received(1, Duration::from_secs(10)).await;
+    until_health(&app, "slow", |h| h["in_flight"] == 1).await;
     let done = app
         .wait_for_job("slow", "s-1", Duration::from_secs(15), |job| {
             job["state"] == "completed"
@@ -252,8 +259,11 @@ async fn a_slow_answer_keeps_its_lease_by_extending_it() {
         .await;
     assert_eq!(done["attempts"], 0, "{done}");
     assert_eq!(receiver.received().len(), 1);
+    // The slots the pusher holds while it waits for the next job are not
+    // deliveries under way.
     let health = until_health(&app, "slow", |h| h["delivered"] == 1).await;
     assert_eq!(health["stale"], 0, "{health}");
+    assert_eq!(health["in_flight"], 0, "{health}");
 }
 
 /// Two instances share a target of concurrency 2: never more than two
@@ -261,9 +271,12 @@ async fn a_slow_answer_keeps_its_lease_by_extending_it() {
 /// together, were the limit kept per instance).
 #[tokio::test]
 async fn the_concurrency_holds_across_instances() {
+    check_concurrency_across_instances(test_config()).await;
+}
+
+pub(crate) async fn check_concurrency_across_instances(config: Config) {
     const JOBS: usize = 20;
     let receiver = Receiver::start([], Reply::ok("{}").after(Duration::from_millis(300))).await;
-    let config = test_config();
     let first = spawn_app_with(config.clone()).await;
     let second = spawn_app_with(config).await;
     let jobs: Vec<Value> = (0..JOBS)
@@ -346,9 +359,13 @@ async fn a_push_held_by_a_killed_instance_is_pushed_again() {
 
 #[tokio::test]
 async fn a_sharded_queue_pushes_from_every_shard() {
+    check_sharded_push(test_config()).await;
+}
+
+pub(crate) async fn check_sharded_push(config: Config) {
     const JOBS: usize = 12;
     let receiver = Receiver::start([], Reply::ok("{}")).await;
-    let app = spawn_app().await;
+    let app = spawn_app_with(config).await;
     configure(&app, "wide", json!({"shards": 3})).await;
     for n in 0..JOBS {
         app.enqueue("wide", json!({"id": format!("w-{n}"), "task": "t"}))
