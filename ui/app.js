@@ -468,6 +468,7 @@ function renderSettings(queueSettings, stats) {
     ['group_rate_limit', 'Per-group rate', groupRate == null ? 'none' : `${amount(groupRate.per_second)} jobs/s, burst ${groupRate.burst}`],
     ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
     ['max_pending', 'Bound', ...bound(maxPending, stats)],
+    ['push', 'Push', ...pushed(stats?.push)],
     ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
   ];
   $('queue-settings').replaceChildren(...entries.map(([field, label, value, className, title]) => {
@@ -491,6 +492,20 @@ function bound(maxPending, stats) {
   const waiting = stats.pending + stats.scheduled + (stats.waiting ?? 0);
   const full = waiting >= maxPending;
   return [`${waiting} of ${maxPending} waiting (${Math.min(100, Math.round((100 * waiting) / maxPending))}%)`, full ? 'warn' : '', title];
+}
+
+/**
+ * A queue's push target and how its deliveries go: [shown, className,
+ * title]. A target whose last deliveries failed is a warning, with why.
+ */
+function pushed(push) {
+  if (push === undefined) return ['…', '', ''];
+  if (push === null) return ['none', '', 'Workers claim the queue\'s jobs; prioq pushes none'];
+  const { health } = push;
+  const shown = `${push.url} · ${health.in_flight} of ${push.concurrency} in flight · ${health.delivered} delivered, ${health.failed} failed`;
+  if (health.consecutive_failures === 0) return [shown, '', `Each job is POSTed to ${push.url}`];
+  const failing = `${shown} · ${health.consecutive_failures} failing in a row`;
+  return [failing, 'warn', `Last error: ${health.last_error ?? 'none'}`];
 }
 
 /** Weights, heaviest first: [shown, className, title]. */

@@ -198,6 +198,23 @@ describe('a queue', () => {
     await page.close();
   });
 
+  test('shows a push target and that its deliveries fail', async () => {
+    // Nothing listens on port 9 of loopback: every delivery is refused.
+    const url = 'http://127.0.0.1:9/jobs';
+    await prioq.api.push('pushed', { url, concurrency: 2 });
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/pushed`);
+    const push = page.locator('#queue-settings [data-setting="push"]');
+    await expectText(push, `${url} · 0 of 2 in flight · 0 delivered, 0 failed`);
+    assert.equal(await push.getAttribute('class'), null);
+    await prioq.api.enqueue('pushed', { id: 'p-1', task: 'notify', max_attempts: 1 });
+    await expectText(push, `${url} · 0 of 2 in flight · 0 delivered, 1 failed · 1 failing in a row`);
+    assert.equal(await push.getAttribute('class'), 'warn');
+    assert.match(await push.getAttribute('title'), /^Last error: push: /);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+
   test('shows how full a bounded queue is', async () => {
     await prioq.api.configure('bounded', { max_pending: 4 });
     for (const id of ['b-1', 'b-2', 'b-3']) await prioq.api.enqueue('bounded', { id, task: 'scan' });

@@ -281,6 +281,16 @@ export class Api {
     return answer.body;
   }
 
+  /** Sets a queue's push target; answers it (with its secret). */
+  push(queue, target) {
+    return this.request('PUT', `/v1/queues/${queue}/push`, target).then((answer) => {
+      if (answer.status !== 201 && answer.status !== 200) {
+        throw new Error(`PUT /v1/queues/${queue}/push: got ${answer.status} ${JSON.stringify(answer.body)}`);
+      }
+      return answer.body;
+    });
+  }
+
   groups(queue, query = '') {
     return this.expect(200, 'GET', `/v1/queues/${queue}/groups${query}`);
   }
