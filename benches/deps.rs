@@ -27,6 +27,8 @@
 //! `bench-results/deps.md`. Invoked without `--bench` (as `cargo test
 //! --all-targets` does), it does nothing.
 
+#[path = "common/app.rs"]
+mod app;
 #[path = "common/mod.rs"]
 mod common;
 
@@ -34,12 +36,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
-use prioq::config::Config;
-use prioq::startup::Application;
-use prioq_testbed::RedisServer;
 use serde_json::{Value, json};
 
-use common::redis_info::{self, connect, info};
+use app::{App, get_json};
 use common::results_dir;
 use common::table::{Align, Table};
 
@@ -71,35 +70,23 @@ struct Round {
     in_release: f64,
 }
 
-/// A prioq in this process, and what it talks to.
-struct Bench {
-    http: reqwest::Client,
-    base: String,
-    redis: redis::aio::MultiplexedConnection,
+/// A prioq in this process: the calls of this bench.
+struct Bench(App);
+
+impl std::ops::Deref for Bench {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
 }
 
 impl Bench {
-    fn url(&self, queue: &str, rest: &str) -> String {
-        format!("{}/v1/queues/{queue}{rest}", self.base)
-    }
-
     async fn cpu(&mut self) -> Result<u64> {
-        redis_info::cpu_us(&info(&mut self.redis, &["cpu"]).await?)
+        self.0.cpu().await
     }
 
-    async fn post(&self, url: String, body: Value) -> Result<Value> {
-        let answer = self.http.post(url).json(&body).send().await?;
-        ensure!(answer.status().is_success(), "{}", answer.status());
-        Ok(answer.json().await.unwrap_or(Value::Null))
-    }
-
-    /// Enqueues `jobs` in batches of `BATCH`.
     async fn enqueue(&self, queue: &str, jobs: Vec<Value>) -> Result<()> {
-        for chunk in jobs.chunks(BATCH) {
-            self.post(self.url(queue, "/jobs/batch"), json!({ "jobs": chunk }))
-                .await?;
-        }
-        Ok(())
+        self.0.enqueue(queue, jobs, BATCH).await
     }
 
     /// Claims and acks every claimable job of `queue`, 100 a claim, the
@@ -129,13 +116,7 @@ impl Bench {
     async fn until_released(&self, queue: &str) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let stats: Value = self
-                .http
-                .get(self.url(queue, ""))
-                .send()
-                .await?
-                .json()
-                .await?;
+            let stats = get_json(&self.http, &self.url(queue, "")).await?;
             if stats["waiting"] == 0 {
                 return Ok(());
             }
@@ -152,30 +133,14 @@ fn plain_jobs(prefix: &str, n: usize) -> Vec<Value> {
 }
 
 async fn run() -> Result<()> {
-    let server = RedisServer::start();
-    let mut config = Config::with_defaults();
-    config.listen = "127.0.0.1:0".parse()?;
-    config.redis_url = server.url();
-    config.key_prefix = format!("bench-deps-{}", std::process::id());
-    config.sweep_interval_ms = 50;
-    let app = Application::build(config).await?;
-    let base = format!("http://{}", app.local_addr());
-    let stop = app.shutdown_token();
-    let running = tokio::spawn(app.run_until_stopped());
-    let client = redis::Client::open(server.url())?;
-    let mut bench = Bench {
-        http: reqwest::Client::new(),
-        base,
-        redis: connect(&client).await?,
-    };
+    let mut bench = Bench(App::start("deps").await?);
     let mut rounds = Vec::new();
     for round in 0..ROUNDS {
         let measured = measure(&mut bench, round).await?;
         eprintln!("round {round}: {measured:?}");
         rounds.push(measured);
     }
-    stop.cancel();
-    running.await??;
+    bench.0.stop().await?;
     let report = report(&rounds);
     println!("{report}");
     let dir = results_dir();

@@ -2,6 +2,8 @@
 //! processes they start come from the testbed crate, which the tests use
 //! too; here are the rest:
 //!
+//! - `app.rs` (declared by the benches that start prioq in their process,
+//!   `deps` and `push`): prioq on a Redis of its own.
 //! - `redis_info`: connections that wait for Redis, `INFO`, a server's CPU.
 //! - `table`: Markdown tables.
 //! - [`results_dir`]: where results go.
