@@ -32,8 +32,10 @@ redis.register_function{
     end
     redis.call('HDEL', q.jobs, id)
     forget_cancels(c, {id})
+    local now = now_ms()
+    note(c, id, now, 'deleted')
     -- A job that had ended told its dependants then.
-    ended(c, {id}, now_ms(), true, live and 'g' or nil)
+    ended(c, {id}, now, true, live and 'g' or nil)
     settle(c)
     return c.outboxed and 2 or 1
   end,

@@ -20,7 +20,7 @@ redis.register_function{
     local c, now = context(q), now_ms()
     local error = argv[8] == '1' and argv[9] or nil
     local record, cancel = redis.call('HGET', q.jobs, id), redis.call('HGET', q.cancels, id)
-    if not end_lease(c, id, now, tonumber(argv[5]), argv[6] == '1', tonumber(argv[7]), error) then
+    if not end_lease(c, id, now, tonumber(argv[5]), argv[6] == '1', tonumber(argv[7]), error, 'nacked') then
       fail('SEQUENCE_EXHAUSTED')
     end
     settle(c)

@@ -16,7 +16,9 @@ redis.register_function('requeue_' .. VERSION, function(keys, argv)
   local job = decode(record)
   job.attempts = 0
   job.prio = tonumber(argv[4]) or job.prio
-  if not make_pending(c, {{id, job, now_ms()}}) then fail('SEQUENCE_EXHAUSTED') end
+  local now = now_ms()
+  if not make_pending(c, {{id, job, now}}) then fail('SEQUENCE_EXHAUSTED') end
+  note(c, id, now, 'requeued')
   redis.call('ZREM', q.dead, id)
   settle(c)
   return job_reply(id, redis.call('HGET', q.jobs, id), 'pending')

@@ -44,7 +44,7 @@ redis.register_function{
     local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0
     for _, id in ipairs(overdue) do
-      local state = end_lease(c, id, now, 0, false, nil, 'lease expired')
+      local state = end_lease(c, id, now, 0, false, nil, 'lease expired', 'lease_expired')
       if state then taken = taken + 1 end
       if state == 'dead' then buried = buried + 1 end
     end

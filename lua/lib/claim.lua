@@ -368,6 +368,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
   local deadlines, leases, next, deadline_of, pair = {}, {}, 1, {}, 0
   local jobs = c.handed or {}
   c.handed = jobs
+  local noted = noting(c)
   for _, request in ipairs(list) do
     local at = request.at
     local lease_ms, worker = argv[at], request.worker
@@ -387,6 +388,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
       leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
       local k = #jobs
       jobs[k + 1], jobs[k + 2], jobs[k + 3], jobs[k + 4] = id, records[n], token, deadline
+      if noted then note(c, id, now, 'claimed ' .. decimal(fence + n - 1) .. ' ' .. worker) end
     end
     next = next + count
   end

@@ -187,6 +187,7 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
     local prio, delay, max = int_of(argv[from + 1]), int_of(argv[from + 2]), int_of(argv[base + 3])
     local group = argv[base + 4] ~= '' and argv[base + 4] or nil
     local retain = int_of(argv[base + 5]) or c.settings.retain_ms
+    note(c, id, now, 'enqueued ' .. decimal(prio))
     -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
     -- group, retention, schedule (`c.schedule`: set by `fire`)
     records[#records + 1] = id

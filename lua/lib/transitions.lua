@@ -56,6 +56,7 @@ local function end_cancelled(c, id, record, now)
     redis.call('HDEL', q.jobs, id)
     forget_cancels(c, {id})
   end
+  note(c, id, now, 'cancelled')
   ended(c, {id}, now, retain == 0, 'x')
 end
 
@@ -187,6 +188,7 @@ local function expire(c, gone, now)
   for _, job in ipairs(gone) do
     local id, record, entry = job[1], job[2], job[3]
     local _, drop = deadline_of(entry)
+    note(c, id, now, 'expired')
     if drop then
       dropped[#dropped + 1] = id
     else
@@ -450,6 +452,11 @@ local function ack_all(c, argv, first, last, now)
     end
   end
   if #ending > 0 then
+    if noting(c) then
+      for _, id in ipairs(ending) do
+        note(c, id, now, 'acked')
+      end
+    end
     -- Those whose cancel was asked end cancelled, for their dependants too.
     local cancelled = NONE
     if number(c, 'cancelling') > 0 and number(c, 'depended') > 0 then
@@ -517,10 +524,11 @@ end
 -- its attempts are used up. `prio` (optional) moves it to another class;
 -- `error` (optional) becomes its last error. A job whose expiry has come
 -- is not delivered again: it goes to the DLQ with the last error
--- 'expired', whatever its on_expiry (it ran, and failed). Answers the
+-- 'expired', whatever its on_expiry (it ran, and failed). `event` names
+-- the end in the job's history ('nacked', 'lease_expired'). Answers the
 -- job's new state, or nil when its class's tags are used up (then nothing
 -- was written).
-local function end_lease(c, id, now, delay, bury, prio, error)
+local function end_lease(c, id, now, delay, bury, prio, error, event)
   local q = c.q
   if number(c, 'cancelling') > 0 and redis.call('HEXISTS', q.cancels, id) == 1 then
     local in_flight = c.settings.max_in_flight and jobs_in_flight(q)
@@ -561,6 +569,7 @@ local function end_lease(c, id, now, delay, bury, prio, error)
   end
   if deadline and state ~= 'dead' then redis.call('ZADD', q.expiry_due, ms(deadline), id) end
   if in_flight then wake_if_slot_freed(c, in_flight) end
+  note(c, id, now, event .. ' ' .. state .. (job.error and (' ' .. job.error) or ''))
   return state
 end
 

@@ -17,6 +17,7 @@ use crate::fairness::{
 };
 use crate::group_rate::check_group_rate_fleet_wide;
 use crate::guide::{check_fifty_workers, check_priority_order, check_sigkill_recovery};
+use crate::history::check_life_in_history;
 use crate::leases::{check_cross_instance_wake_up, check_fencing};
 use crate::push::{check_concurrency_across_instances, check_sharded_push, check_signed_and_acked};
 use crate::schedules::{
@@ -24,6 +25,11 @@ use crate::schedules::{
 };
 use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{redis, spawn_app_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_jobs_life_is_in_its_history() {
+    check_life_in_history(shared_cluster().config()).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_a_pushed_job_is_signed_and_acked() {

@@ -27,6 +27,7 @@ mod faults;
 mod fuzz;
 mod group_rate;
 mod guide;
+mod history;
 mod history_checker;
 mod layers;
 mod leases;

@@ -384,6 +384,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/jobs/{id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a job's history.
+         * @description Its enqueue, each claim with its worker and fence, each nack and lease
+         *     expiry with its error and where it put the job, and its end, oldest
+         *     first, while its queue keeps histories (the setting `history_ms`: how
+         *     long after its last event a history is kept, whatever became of the
+         *     job). An unknown job, or a queue that keeps none, answers an empty list.
+         */
+        get: operations["history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/jobs/{id}/nack": {
         parameters: {
             query?: never;
@@ -992,6 +1016,35 @@ export interface components {
             /** @description What the worker should do, 1 to 200 characters. */
             task: string;
         };
+        /** @description One event of a job's history. */
+        EventView: {
+            at: string;
+            /** @description The error it ended with (`nacked`, `lease_expired`). */
+            error?: string | null;
+            /**
+             * @description `enqueued`, `claimed`, `acked`, `nacked`, `lease_expired`,
+             *     `cancelled`, `expired` (its expiry came before a claim), `requeued`
+             *     (from the DLQ) or `deleted`.
+             */
+            event: string;
+            /**
+             * Format: int64
+             * @description The lease's fence (`claimed`).
+             */
+            fence?: number | null;
+            /**
+             * Format: int32
+             * @description The priority it was enqueued with (`enqueued`).
+             */
+            priority?: number | null;
+            /**
+             * @description Where the lease's end put the job (`nacked`, `lease_expired`):
+             *     `pending`, `scheduled`, `dead` or `cancelled`.
+             */
+            state?: string | null;
+            /** @description The worker that claimed it (`claimed`, when it named itself). */
+            worker?: string | null;
+        };
         /**
          * @description A heartbeat: keep the lease for `lease_ms` from now, and say how far
          *     the work got.
@@ -1048,6 +1101,49 @@ export interface components {
             groups: components["schemas"]["GroupView"][];
             /** @description Pass as `cursor` for the next page; null on the last page. */
             next_cursor?: string | null;
+        };
+        /**
+         * @description A job's history, oldest event first.
+         * @example {
+         *       "events": [
+         *         {
+         *           "at": "2026-11-29T23:58:12.345Z",
+         *           "event": "enqueued",
+         *           "priority": 0
+         *         },
+         *         {
+         *           "at": "2026-11-29T23:58:12.351Z",
+         *           "event": "claimed",
+         *           "fence": 1796417467412853,
+         *           "worker": "billing-7"
+         *         },
+         *         {
+         *           "at": "2026-11-29T23:58:14.002Z",
+         *           "error": "timeout talking to SMTP",
+         *           "event": "nacked",
+         *           "state": "scheduled"
+         *         },
+         *         {
+         *           "at": "2026-11-29T23:58:19.010Z",
+         *           "event": "claimed",
+         *           "fence": 1796417474010112,
+         *           "worker": "billing-3"
+         *         },
+         *         {
+         *           "at": "2026-11-29T23:58:19.420Z",
+         *           "event": "acked"
+         *         }
+         *       ],
+         *       "id": "order-1234"
+         *     }
+         */
+        HistoryView: {
+            /**
+             * @description Up to the last 100 events; empty when the queue keeps no history
+             *     (`history_ms` 0, the default), or it lapsed.
+             */
+            events: components["schemas"]["EventView"][];
+            id: string;
         };
         /**
          * @description The jobs of a batch enqueue, in request order.
@@ -1668,6 +1764,11 @@ export interface components {
             } | null;
             /**
              * Format: int64
+             * @description How long a job's history is kept after its last event (ms; 0: none is kept): its enqueue, each claim with its worker and fence, each nack and lease expiry with its error, and its end, up to its last 100 events, read with `GET …/jobs/{id}/history`. Applies to events after it is set; each event costs one write to Redis.
+             */
+            history_ms?: number | null;
+            /**
+             * Format: int64
              * @description Jobs of the queue processing at once at most, fleet-wide.
              */
             max_in_flight?: number | null;
@@ -1723,6 +1824,11 @@ export interface components {
             group_weights: {
                 [key: string]: number;
             };
+            /**
+             * Format: int64
+             * @description How long a job's history is kept after its last event (ms; 0: none is kept): its enqueue, each claim with its worker and fence, each nack and lease expiry with its error, and its end, up to its last 100 events, read with `GET …/jobs/{id}/history`. Applies to events after it is set; each event costs one write to Redis.
+             */
+            history_ms: number;
             /**
              * Format: int64
              * @description Jobs of the queue processing at once at most, fleet-wide.
@@ -2670,6 +2776,34 @@ export interface operations {
             413: components["responses"]["payload_too_large"];
             415: components["responses"]["unsupported_media_type"];
             422: components["responses"]["validation_failed"];
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
+    history: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job's events */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HistoryView"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
             503: components["responses"]["backend_unavailable"];
         };
     };

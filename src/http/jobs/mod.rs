@@ -1,7 +1,8 @@
 //! Jobs: enqueue (single and batch), read, delete, cancel. The enqueue
 //! request and its checks are in `request`; the job view every endpoint
-//! answers with is in `view`.
+//! answers with is in `view`; a job's history in `history`.
 
+pub mod history;
 pub mod request;
 pub mod view;
 
@@ -31,6 +32,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(enqueue_batch))
         .routes(routes!(job, delete_job))
         .routes(routes!(cancel))
+        .routes(routes!(history::history))
 }
 
 /// Enqueue a job.

@@ -1,8 +1,11 @@
 //! A job: as the operations answer it (`Job`, decoded from the functions'
-//! view in `decode`), and as an enqueue adds it (`NewJob`, with its
-//! options).
+//! view in `decode`), as an enqueue adds it (`NewJob`, with its
+//! options), and the events of its history (`event`).
 
 pub(crate) mod decode;
+mod event;
+
+pub use event::Event;
 
 use serde_json::value::RawValue;
 

@@ -1,4 +1,4 @@
-//! Reading a job: as it is, or once it has ended (a wait).
+//! Reading a job: as it is, once it has ended (a wait), or its history.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::{RECHECK_INTERVAL, Waiting};
 use crate::queue::broker::Broker;
 use crate::queue::error::{QueueError, Result};
-use crate::queue::job::{Job, JobState};
+use crate::queue::job::{Event, Job, JobState};
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::telemetry;
 
@@ -23,6 +23,23 @@ impl Broker {
                 job.ok_or(QueueError::NotFound)
             })
             .await
+    }
+
+    /// A job's history, oldest event first: empty when its queue keeps
+    /// none (`history_ms`) or it lapsed.
+    pub async fn history(&self, queue: &str, id: &str) -> Result<Vec<Event>> {
+        let entries: Vec<String> = self
+            .shards
+            .routed(queue, |shards| async move {
+                let mut cmd = LIBRARY.call(Function::History, &shards.of(id).keys);
+                cmd.arg(id);
+                self.call(&cmd).await
+            })
+            .await?;
+        Ok(entries
+            .iter()
+            .filter_map(|entry| Event::parse(entry))
+            .collect())
     }
 
     /// One job, once it has ended (completed or dead), or as it is when

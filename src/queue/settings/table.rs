@@ -193,6 +193,17 @@ pub const SETTINGS: &[Setting] = &[
         doc: "How long jobs enqueued without a `retain_ms` of their own are kept once acked (ms; 0: deleted on ack).",
     },
     Setting {
+        path: "history_ms",
+        field: "history_ms",
+        kind: Kind::Count {
+            min: 0,
+            max: MAX_RETAIN_MS,
+            default: Some(0),
+        },
+        share: Share::Whole,
+        doc: "How long a job's history is kept after its last event (ms; 0: none is kept): its enqueue, each claim with its worker and fence, each nack and lease expiry with its error, and its end, up to its last 100 events, read with `GET …/jobs/{id}/history`. Applies to events after it is set; each event costs one write to Redis.",
+    },
+    Setting {
         path: "shards",
         field: "shards",
         kind: Kind::Count {

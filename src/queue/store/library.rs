@@ -20,10 +20,11 @@ use crate::queue::settings::table;
 /// The files of `lua/lib/`, which define no function, loaded first in
 /// this order: the helpers every function shares by subject, then the
 /// parts of `exchange`.
-const PARTS: [&str; 11] = [
+const PARTS: [&str; 12] = [
     include_str!("../../../lua/lib/keys.lua"),
     include_str!("../../../lua/lib/record.lua"),
     include_str!("../../../lua/lib/meta.lua"),
+    include_str!("../../../lua/lib/history.lua"),
     include_str!("../../../lua/lib/fair.lua"),
     include_str!("../../../lua/lib/dedup.lua"),
     include_str!("../../../lua/lib/transitions.lua"),
@@ -152,6 +153,7 @@ functions! {
     Sent "sent": [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
     Drop "drop": {Life, Claims, Schedules} [Push, PushSlots] Drains 2 Safe,
     Push "push": [Push, PushSlots] Drains 0 Once,
+    History "history": [Jobs] Reads 0 Safe,
 }
 
 impl Function {

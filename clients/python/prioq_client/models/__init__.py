@@ -17,9 +17,11 @@ from .dependency_view import DependencyView
 from .effect import Effect
 from .enqueue_batch_request import EnqueueBatchRequest
 from .enqueue_request import EnqueueRequest
+from .event_view import EventView
 from .extend_request import ExtendRequest
 from .group_view import GroupView
 from .groups_page import GroupsPage
+from .history_view import HistoryView
 from .job_list import JobList
 from .job_view import JobView
 from .nack_request import NackRequest
@@ -65,9 +67,11 @@ __all__ = (
     "Effect",
     "EnqueueBatchRequest",
     "EnqueueRequest",
+    "EventView",
     "ExtendRequest",
     "GroupsPage",
     "GroupView",
+    "HistoryView",
     "JobList",
     "JobView",
     "NackRequest",

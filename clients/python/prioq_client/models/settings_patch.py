@@ -28,6 +28,10 @@ class SettingsPatch:
         group_rate_limit (None | RateLimitPatch | Unset):
         group_weights (None | SettingsPatchGroupWeightsType0 | Unset): Groups' weights in their fair share inside a
             priority; they apply to jobs enqueued after the change.
+        history_ms (int | None | Unset): How long a job's history is kept after its last event (ms; 0: none is kept):
+            its enqueue, each claim with its worker and fence, each nack and lease expiry with its error, and its end, up to
+            its last 100 events, read with `GET …/jobs/{id}/history`. Applies to events after it is set; each event costs
+            one write to Redis.
         max_in_flight (int | None | Unset): Jobs of the queue processing at once at most, fleet-wide.
         max_pending (int | None | Unset): Jobs waiting to be handed out (pending, scheduled, or waiting for their
             dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing.
@@ -48,6 +52,7 @@ class SettingsPatch:
     group_max_in_flight: int | None | Unset = UNSET
     group_rate_limit: None | RateLimitPatch | Unset = UNSET
     group_weights: None | SettingsPatchGroupWeightsType0 | Unset = UNSET
+    history_ms: int | None | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     max_pending: int | None | Unset = UNSET
     max_wait_ms: int | None | Unset = UNSET
@@ -81,6 +86,12 @@ class SettingsPatch:
             group_weights = self.group_weights.to_dict()
         else:
             group_weights = self.group_weights
+
+        history_ms: int | None | Unset
+        if isinstance(self.history_ms, Unset):
+            history_ms = UNSET
+        else:
+            history_ms = self.history_ms
 
         max_in_flight: int | None | Unset
         if isinstance(self.max_in_flight, Unset):
@@ -135,6 +146,8 @@ class SettingsPatch:
             field_dict["group_rate_limit"] = group_rate_limit
         if group_weights is not UNSET:
             field_dict["group_weights"] = group_weights
+        if history_ms is not UNSET:
+            field_dict["history_ms"] = history_ms
         if max_in_flight is not UNSET:
             field_dict["max_in_flight"] = max_in_flight
         if max_pending is not UNSET:
@@ -201,6 +214,15 @@ class SettingsPatch:
             return cast(None | SettingsPatchGroupWeightsType0 | Unset, data)
 
         group_weights = _parse_group_weights(d.pop("group_weights", UNSET))
+
+        def _parse_history_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        history_ms = _parse_history_ms(d.pop("history_ms", UNSET))
 
         def _parse_max_in_flight(data: object) -> int | None | Unset:
             if data is None:
@@ -277,6 +299,7 @@ class SettingsPatch:
             group_max_in_flight=group_max_in_flight,
             group_rate_limit=group_rate_limit,
             group_weights=group_weights,
+            history_ms=history_ms,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
             max_wait_ms=max_wait_ms,

@@ -27,6 +27,10 @@ class SettingsView:
         group_rate_limit (None | RateLimitView):
         group_weights (SettingsViewGroupWeights): Groups' weights in their fair share inside a priority; they apply to
             jobs enqueued after the change.
+        history_ms (int): How long a job's history is kept after its last event (ms; 0: none is kept): its enqueue, each
+            claim with its worker and fence, each nack and lease expiry with its error, and its end, up to its last 100
+            events, read with `GET …/jobs/{id}/history`. Applies to events after it is set; each event costs one write to
+            Redis.
         max_in_flight (int | None): Jobs of the queue processing at once at most, fleet-wide.
         max_pending (int | None): Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies)
             at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split
@@ -46,6 +50,7 @@ class SettingsView:
     group_max_in_flight: int | None
     group_rate_limit: None | RateLimitView
     group_weights: SettingsViewGroupWeights
+    history_ms: int
     max_in_flight: int | None
     max_pending: int | None
     max_wait_ms: int | None
@@ -68,6 +73,8 @@ class SettingsView:
             group_rate_limit = self.group_rate_limit
 
         group_weights = self.group_weights.to_dict()
+
+        history_ms = self.history_ms
 
         max_in_flight: int | None
         max_in_flight = self.max_in_flight
@@ -97,6 +104,7 @@ class SettingsView:
                 "group_max_in_flight": group_max_in_flight,
                 "group_rate_limit": group_rate_limit,
                 "group_weights": group_weights,
+                "history_ms": history_ms,
                 "max_in_flight": max_in_flight,
                 "max_pending": max_pending,
                 "max_wait_ms": max_wait_ms,
@@ -139,6 +147,8 @@ class SettingsView:
         group_rate_limit = _parse_group_rate_limit(d.pop("group_rate_limit"))
 
         group_weights = SettingsViewGroupWeights.from_dict(d.pop("group_weights"))
+
+        history_ms = d.pop("history_ms")
 
         def _parse_max_in_flight(data: object) -> int | None:
             if data is None:
@@ -186,6 +196,7 @@ class SettingsView:
             group_max_in_flight=group_max_in_flight,
             group_rate_limit=group_rate_limit,
             group_weights=group_weights,
+            history_ms=history_ms,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
             max_wait_ms=max_wait_ms,
