@@ -23,7 +23,8 @@
 //!   list of queues), `settings` (`table`, every setting once; `change`, a
 //!   patch checked), `schedules` (cron patterns, fire times), `stats`,
 //!   `paging` (the DLQ's and the groups' pages), `sweep` (one sweep of a
-//!   queue), `push` (a queue's push target, its health and its slots).
+//!   queue), `push` (a queue's push target, its health and its slots),
+//!   `search` (a queue's jobs found by their fields, in pages).
 //!   Below them: `shards` routes every operation to a queue's
 //!   shards and merges their answers; `exchange` sends the concurrent
 //!   enqueues, claims and acks of a shard together (`lane`: group commit)
@@ -65,7 +66,7 @@
 //! 3. `queue` (the facade)
 //! 4. `queue::jobs`, `queue::deps`, `queue::registry`, `queue::settings`,
 //!    `queue::schedules`, `queue::stats`, `queue::paging`, `queue::sweep`,
-//!    `queue::push` (the operations)
+//!    `queue::push`, `queue::search` (the operations)
 //! 5. `queue::broker`
 //! 6. `queue::shards`, `queue::exchange`, `queue::courier`, `queue::wake`
 //! 7. `queue::job`

@@ -343,29 +343,28 @@ end
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
 -- q.results, q.progress, q.expiry, q.dedup_of, q.cancels, q.waiting,
 -- q.after, q.after_left and q.after_done.
+-- The state of job `id` (known to exist), and the score of its entry in
+-- `processing`, `scheduled` or `dead` (else false).
+local function state_of(q, id)
+  for _, set in ipairs({'processing', 'scheduled', 'dead'}) do
+    local score = redis.call('ZSCORE', q[set], id)
+    if score then return set, score end
+  end
+  if redis.call('ZSCORE', q.completed, id) then
+    return redis.call('HEXISTS', q.cancels, id) == 1 and 'cancelled' or 'completed', false
+  end
+  if redis.call('ZSCORE', q.waiting, id) then return 'waiting', false end
+  return 'pending', false
+end
+
 local function view(q, id)
   local record = redis.call('HGET', q.jobs, id)
   if not record then return false end
-  local state, at, result = 'pending', false, false
   local cancel = redis.call('HGET', q.cancels, id)
-  local member_score = redis.call('ZSCORE', q.processing, id)
-  if member_score then
-    state, at = 'processing', member_score
-  else
-    member_score = redis.call('ZSCORE', q.scheduled, id)
-    if member_score then
-      state, at = 'scheduled', member_score
-    else
-      member_score = redis.call('ZSCORE', q.dead, id)
-      if member_score then
-        state, at = 'dead', member_score
-      elseif redis.call('ZSCORE', q.completed, id) then
-        state = cancel and 'cancelled' or 'completed'
-        at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
-      elseif redis.call('ZSCORE', q.waiting, id) then
-        state = 'waiting'
-      end
-    end
+  local state, at = state_of(q, id)
+  local result = false
+  if state == 'completed' or state == 'cancelled' then
+    at, result = string.match(redis.call('HGET', q.results, id) or '', '^(%d+):(.*)$')
   end
   local after = redis.call('HGET', q.after, id)
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,

@@ -23,8 +23,14 @@ use crate::push::{check_concurrency_across_instances, check_sharded_push, check_
 use crate::schedules::{
     check_deleted_schedule, check_fires_once_per_fire_time, check_paused_schedule,
 };
+use crate::search::check_filters;
 use crate::support::cluster::{ClusterConfig, RedisCluster, shared_cluster};
 use crate::support::{redis, spawn_app_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_jobs_are_found_by_every_filter() {
+    check_filters(shared_cluster().config()).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_a_jobs_life_is_in_its_history() {

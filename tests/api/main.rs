@@ -37,6 +37,7 @@ mod proxy;
 mod push;
 mod schedules;
 mod score;
+mod search;
 mod sharded;
 mod soak;
 mod spec;

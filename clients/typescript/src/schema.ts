@@ -252,7 +252,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Find jobs.
+         * @description A queue's jobs in any state (pending, scheduled, processing, dead,
+         *     completed, cancelled, waiting) that match every filter given: a part
+         *     of the id, the task, the group, the dedup key held, a top-level field
+         *     of the args (`field` and `value`), the state. Without filters, every
+         *     job. A page is a step of a scan of the queue's jobs: about `limit`
+         *     jobs, in no order; a job that changes state meanwhile may be seen
+         *     twice or missed, as by any scan. Redis looks at up to 1,000 jobs a
+         *     call, and a page at up to 10,000.
+         */
+        get: operations["search"];
         put?: never;
         /**
          * Enqueue a job.
@@ -1738,6 +1749,50 @@ export interface components {
             timezone: string;
         };
         /**
+         * @description A page of the jobs found.
+         * @example {
+         *       "jobs": [
+         *         {
+         *           "args": {
+         *             "tenant": "acme",
+         *             "to": "a@example.com"
+         *           },
+         *           "attempts": 5,
+         *           "enqueued_at": "2026-11-29T23:58:12.345Z",
+         *           "group": "acme",
+         *           "id": "order-1234",
+         *           "last_error": "smtp timeout",
+         *           "lease_expires_at": null,
+         *           "lease_token": null,
+         *           "max_attempts": 5,
+         *           "priority": 0,
+         *           "queue": "emails",
+         *           "run_at": null,
+         *           "state": "dead",
+         *           "task": "send_email",
+         *           "worker": null
+         *         }
+         *       ],
+         *       "next_cursor": "0.1536",
+         *       "scanned": 10000
+         *     }
+         */
+        SearchPageView: {
+            /** @description The jobs found, in no particular order. */
+            jobs: components["schemas"]["JobView"][];
+            /**
+             * @description Pass as `cursor` for the next page; null once every job was looked
+             *     at. A page may hold fewer jobs than asked (even none) and still
+             *     have a next one: it stops after looking at 10,000 jobs.
+             */
+            next_cursor?: string | null;
+            /**
+             * Format: int64
+             * @description The jobs this page looked at.
+             */
+            scanned: number;
+        };
+        /**
          * @description A JSON merge patch of the settings: a field left out stays as it is, `null` resets it to its default.
          * @example {
          *       "group_weights": {
@@ -2502,6 +2557,57 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["GroupsPage"];
+                };
+            };
+            400: components["responses"]["invalid_request"];
+            401: components["responses"]["unauthorized"];
+            503: components["responses"]["backend_unavailable"];
+        };
+    };
+    search: {
+        parameters: {
+            query?: {
+                /** @description A part of the job's id. */
+                id?: string;
+                /** @description The job's task. */
+                task?: string;
+                /** @description The job's group. */
+                group?: string;
+                /** @description The dedup key the job holds. */
+                dedup_key?: string;
+                /** @description A top-level field of the job's args; with `value`. */
+                field?: string;
+                /**
+                 * @description The field's value: a string's text, or a number's or boolean's JSON
+                 *     text (`42`, `true`).
+                 */
+                value?: string;
+                /**
+                 * @description `pending`, `scheduled`, `processing`, `dead`, `completed`,
+                 *     `cancelled` or `waiting`.
+                 */
+                state?: string;
+                /** @description Jobs a page asks for, 1 to 100; default 20. */
+                limit?: number;
+                /** @description `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Queue name */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the jobs found */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SearchPageView"];
                 };
             };
             400: components["responses"]["invalid_request"];

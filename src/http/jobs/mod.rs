@@ -1,9 +1,11 @@
 //! Jobs: enqueue (single and batch), read, delete, cancel. The enqueue
 //! request and its checks are in `request`; the job view every endpoint
-//! answers with is in `view`; a job's history in `history`.
+//! answers with is in `view`; a job's history in `history`; finding
+//! jobs by their fields in `search`.
 
 pub mod history;
 pub mod request;
+pub mod search;
 pub mod view;
 
 use std::time::Duration;
@@ -28,7 +30,7 @@ use view::{JobList, JobView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(enqueue))
+        .routes(routes!(enqueue, search::search))
         .routes(routes!(enqueue_batch))
         .routes(routes!(job, delete_job))
         .routes(routes!(cancel))

@@ -128,6 +128,7 @@ functions! {
     Nack "nack": {Life} Drains 2 Once,
     Sweep "sweep": {Life, Claims, Schedules} Drains 2 Safe,
     Job "job": {View} Reads 0 Safe,
+    Find "find": {View} Reads 0 Safe,
     Watch "watch": {View} [Meta] Drains 0 Safe,
     Cancel "cancel": {Life} Drains 2 Safe,
     Delete "delete": {Life} Drains 2 Once,

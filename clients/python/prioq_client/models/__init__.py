@@ -41,6 +41,7 @@ from .scale_view import ScaleView
 from .schedule_list import ScheduleList
 from .schedule_request import ScheduleRequest
 from .schedule_view import ScheduleView
+from .search_page_view import SearchPageView
 from .settings_patch import SettingsPatch
 from .settings_patch_group_weights_type_0 import SettingsPatchGroupWeightsType0
 from .settings_view import SettingsView
@@ -91,6 +92,7 @@ __all__ = (
     "ScheduleList",
     "ScheduleRequest",
     "ScheduleView",
+    "SearchPageView",
     "SettingsPatch",
     "SettingsPatchGroupWeightsType0",
     "SettingsView",
