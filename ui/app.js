@@ -15,6 +15,7 @@ const REFRESH_MS = clamp(Number(settings.get('refresh')) || 3000, 500, 60000);
 const WINDOW_MS = 10 * 60 * 1000;
 const DLQ_PAGE = 20;
 const GROUPS_PAGE = 20;
+const SEARCH_PAGE = 20;
 const WEIGHTS_SHOWN = 5;
 const OVERVIEW_CLASSES = 8;
 const SVG = 'http://www.w3.org/2000/svg';
@@ -32,6 +33,8 @@ const state = {
   groupNext: null,
   schedulesShown: '',
   updated: undefined,
+  // The search shown: its query, and the cursor of its next page.
+  search: { query: null, next: null, scanned: 0 },
 };
 
 // ---- the API -------------------------------------------------------------
@@ -396,6 +399,7 @@ async function renderQueue(current, generation) {
     state.schedulesShown = '';
     state.groupCursors = [null];
     $('lookup-id').value = '';
+    clearSearch();
   }
   if (current.job !== undefined && document.activeElement !== $('lookup-id')) {
     $('lookup-id').value = current.job;
@@ -470,6 +474,7 @@ function renderSettings(queueSettings, stats) {
     ['max_pending', 'Bound', ...bound(maxPending, stats)],
     ['push', 'Push', ...pushed(stats?.push)],
     ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
+    ['history_ms', 'Job histories', queueSettings.history_ms > 0 ? `kept ${duration(queueSettings.history_ms)}` : 'not kept'],
   ];
   $('queue-settings').replaceChildren(...entries.map(([field, label, value, className, title]) => {
     const entry = document.createElement('div');
@@ -691,15 +696,49 @@ async function onDeadAction(event) {
   await refresh();
 }
 
-/** The job, or why there is none: { job } | { missing } | { invalid }. */
+/**
+ * The job and its history, or why there is none: { job, events } |
+ * { missing, events } | { invalid }. A job gone may have left its history.
+ */
 async function lookup(queue, id) {
+  const path = `${queuePath(queue)}/jobs/${encodeURIComponent(id)}`;
   try {
-    return { job: await api('GET', `${queuePath(queue)}/jobs/${encodeURIComponent(id)}`) };
+    const [job, history] = await Promise.all([
+      api('GET', path).catch((error) => {
+        if (error instanceof Refused && error.status === 404) return null;
+        throw error;
+      }),
+      api('GET', `${path}/history`),
+    ]);
+    return job === null ? { missing: true, events: history.events } : { job, events: history.events };
   } catch (error) {
-    if (error instanceof Refused && error.status === 404) return { missing: true };
     if (error instanceof Refused && error.status === 400) return { invalid: error.message };
     throw error;
   }
+}
+
+/** A job's history, oldest first, as a list. */
+function historyList(events) {
+  const list = document.createElement('ol');
+  list.className = 'history';
+  list.id = 'job-history';
+  list.append(...events.map((event) => {
+    const item = document.createElement('li');
+    item.dataset.event = event.event;
+    const details = [];
+    if (event.priority !== undefined) details.push(`priority ${event.priority}`);
+    if (event.worker !== undefined) details.push(`by ${event.worker}`);
+    if (event.fence !== undefined) details.push(`fence ${event.fence}`);
+    if (event.state !== undefined) details.push(`→ ${event.state}`);
+    if (event.error !== undefined) details.push(event.error);
+    const at = text('time', relative(event.at), 'muted');
+    at.dateTime = event.at;
+    at.title = event.at;
+    item.append(at, ' ', text('strong', event.event.replace('_', ' ')));
+    if (details.length > 0) item.append(` · ${details.join(' · ')}`);
+    return item;
+  }));
+  return list;
 }
 
 function renderLookup(current, found) {
@@ -709,8 +748,10 @@ function renderLookup(current, found) {
     return;
   }
   if (found.missing) {
-    out.replaceChildren(text('p',
-      `No job “${current.job}” in ${current.queue}: it never existed, or it was acked (and not kept) or deleted.`, 'empty'));
+    const nodes = [text('p',
+      `No job “${current.job}” in ${current.queue}: it never existed, or it was acked (and not kept) or deleted.`, 'empty')];
+    if (found.events.length > 0) nodes.push(text('h3', 'Its history'), historyList(found.events));
+    out.replaceChildren(...nodes);
     return;
   }
   if (found.invalid) {
@@ -769,6 +810,10 @@ function renderLookup(current, found) {
   if (['pending', 'scheduled', 'waiting', 'processing'].includes(job.state) && !job.cancel_requested) {
     nodes.push(button('Cancel job', 'cancel', job.id, 'danger'));
   }
+  nodes.push(text('h3', 'History'));
+  nodes.push(found.events.length > 0
+    ? historyList(found.events)
+    : text('p', 'None kept: set the queue\'s history_ms to keep each job\'s events.', 'empty'));
   out.replaceChildren(...nodes);
 }
 
@@ -813,6 +858,65 @@ function onLookup(event) {
   const hash = `#/queues/${encodeURIComponent(state.queue)}/jobs/${encodeURIComponent(id)}`;
   if (location.hash === hash) refresh();
   else location.hash = hash;
+}
+
+function clearSearch() {
+  state.search = { query: null, next: null, scanned: 0 };
+  $('found').tBodies[0].replaceChildren();
+  $('found').hidden = true;
+  $('found-note').hidden = true;
+  $('found-more').hidden = true;
+}
+
+/** Searches from the form, or the next page of the search shown. */
+async function onSearch(event) {
+  const more = event.type === 'click';
+  if (!more) {
+    event.preventDefault();
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData($('search-form'))) {
+      if (value.trim() !== '') query.set(name, value.trim());
+    }
+    clearSearch();
+    state.search.query = query;
+  }
+  const { query, next } = state.search;
+  const queue = state.queue;
+  if (!query || !queue) return;
+  const page = new URLSearchParams(query);
+  page.set('limit', String(SEARCH_PAGE));
+  if (more && next) page.set('cursor', next);
+  try {
+    const found = await api('GET', `${queuePath(queue)}/jobs?${page}`);
+    if (state.queue !== queue || state.search.query !== query) return;
+    state.search.next = found.next_cursor;
+    state.search.scanned += found.scanned;
+    $('found').tBodies[0].append(...found.jobs.map((job) => foundRow(queue, job)));
+    const shown = $('found').tBodies[0].rows.length;
+    $('found').hidden = shown === 0;
+    $('found-note').hidden = false;
+    $('found-note').textContent = found.next_cursor
+      ? `${shown} found in ${state.search.scanned} jobs looked at; more may match.`
+      : `${shown} found; every job looked at.`;
+    $('found-more').hidden = !found.next_cursor;
+  } catch (error) {
+    const { title, detail } = describe(error);
+    notice(`Search of ${queue} failed. ${title}: ${detail}`, 'error');
+  }
+}
+
+function foundRow(queue, job) {
+  const row = document.createElement('tr');
+  row.dataset.job = job.id;
+  const id = document.createElement('td');
+  id.dataset.label = 'Job';
+  id.append(link(`#/queues/${encodeURIComponent(queue)}/jobs/${encodeURIComponent(job.id)}`, job.id));
+  const jobState = document.createElement('td');
+  jobState.dataset.label = 'State';
+  jobState.append(text('span', job.state, `state state-${job.state}`));
+  row.append(id, jobState, cell('Task', job.task), cell('Group', job.group ?? ''),
+    cell('Attempts', `${job.attempts} of ${job.max_attempts}`), cell('Enqueued', relative(job.enqueued_at)));
+  return row;
 }
 
 // ---- small helpers -------------------------------------------------------
@@ -914,6 +1018,8 @@ $('groups-previous').addEventListener('click', () => {
   refresh();
 });
 $('lookup-form').addEventListener('submit', onLookup);
+$('search-form').addEventListener('submit', onSearch);
+$('found-more').addEventListener('click', onSearch);
 $('lookup-result').addEventListener('click', onLookupAction);
 window.addEventListener('hashchange', () => {
   $('notice').hidden = true;

@@ -437,6 +437,48 @@ describe('a queue with groups', () => {
   });
 });
 
+describe('search and history', () => {
+  before(async () => {
+    const { api } = prioq;
+    await api.configure('searched', { history_ms: 3600000 });
+    await api.enqueue('searched', { id: 's-1', task: 'bill', args: { tenant: 'acme' } });
+    await api.enqueue('searched', { id: 's-2', task: 'bill', args: { tenant: 'beta' } });
+    await api.enqueue('searched', { id: 's-3', task: 'bill', args: { tenant: 'acme' }, group: 'g' });
+    const [job] = await api.claim('searched', 'biller-1');
+    assert.equal(job.id, 's-1');
+    await api.expect(200, 'POST', '/v1/queues/searched/jobs/s-1/nack', { lease_token: job.lease_token, error: 'smtp down' });
+  });
+
+  test('finds jobs by a field of their args and shows a found job\'s history', async () => {
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/searched`);
+    await expectText(page.locator('#queue-settings [data-setting="history_ms"]'), 'kept 1 h');
+    await page.getByLabel('Args field').fill('tenant');
+    await page.getByLabel('equals').fill('acme');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expectText(page.locator('#found-note'), '2 found; every job looked at.');
+    const rows = page.locator('#found tbody tr');
+    assert.deepEqual((await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.job))).sort(), ['s-1', 's-3']);
+    await page.getByLabel('State', { exact: true }).selectOption('pending');
+    await page.getByLabel('Group', { exact: true }).fill('g');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expectText(page.locator('#found-note'), '1 found; every job looked at.');
+    await page.getByLabel('Group', { exact: true }).fill('');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expectText(page.locator('#found-note'), '2 found; every job looked at.');
+    await page.locator('#found a', { hasText: 's-1' }).click();
+    const history = page.locator('#job-history li');
+    await history.nth(2).waitFor();
+    assert.deepEqual(await history.evaluateAll((items) => items.map((li) => li.dataset.event)),
+      ['enqueued', 'claimed', 'nacked']);
+    await expectText(history.nth(1), /claimed · by biller-1 · fence \d+$/);
+    await expectText(history.nth(2), /nacked · → pending · smtp down$/);
+    await screenshot(page, 'job-history');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  });
+});
+
 describe('completed jobs', () => {
   before(async () => {
     const { api } = prioq;
