@@ -110,17 +110,17 @@ impl QueueShards {
         let mut answered_id = vec![false; self.shards.len()];
         for round in 0..ROUNDS {
             let missing = want - claimed.jobs.len().min(want);
-            let mut plan = {
-                let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
-                plan(&lines, missing)
+            // With a request id, a shard that answered an earlier round is
+            // not asked again: the picks stop at its next job, as nothing
+            // ranked after that job may be taken while it waits.
+            let closed: Vec<bool> = match entry.request_id {
+                Some(_) => answered_id.clone(),
+                None => vec![false; self.shards.len()],
             };
-            if entry.request_id.is_some() {
-                for (ask, answered) in plan.asks.iter_mut().zip(&answered_id) {
-                    if *answered {
-                        *ask = 0;
-                    }
-                }
-            }
+            let plan = {
+                let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
+                plan(&lines, missing, &closed)
+            };
             let part = if round == 0 {
                 self.send_parts(entry, &plan).await
             } else {
@@ -369,8 +369,9 @@ impl Plan {
 /// `merging` meanwhile. A line read in full (as many scores as asked) may
 /// hold more than was read: once all of it read is picked, no pick goes
 /// past its last score. A shard with no line (its read failed) is not
-/// picked.
-fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
+/// picked. A `closed` shard (it answered the claim's request id in an
+/// earlier round) cannot be asked: the picks stop at its next score.
+fn plan(lines: &[Option<Arc<Line>>], want: usize, closed: &[bool]) -> Plan {
     let mut next: Vec<usize> = lines
         .iter()
         .map(|line| line.as_ref().map_or(0, |l| l.taken.load(Ordering::Relaxed)))
@@ -383,6 +384,9 @@ fn plan(lines: &[Option<Arc<Line>>], want: usize) -> Plan {
             .filter_map(|shard| Some((score(shard, next[shard])?, shard)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let Some((best, shard)) = best else { break };
+        if closed[shard] {
+            break;
+        }
         // The unread rest of a line read in full and picked to its end.
         let unread = (0..lines.len())
             .filter_map(|other| {

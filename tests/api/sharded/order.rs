@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use prioq::queue::store::keys::{QueueKeys, shard_of};
 use prioq::queue::{ClaimEntry, Exchange, Exchanged, Route, exchange_answers, exchange_command};
@@ -14,7 +15,8 @@ use serde_json::json;
 use super::sharded_cluster;
 use crate::guide::check_priority_order;
 use crate::support::app::configure;
-use crate::support::{redis_connection, spawn_app_with, test_config};
+use crate::support::clock::{ms_of, now_ms};
+use crate::support::{redis_connection, spawn_app_with, test_config, until};
 
 /// Jobs enqueued one after the other come out most urgent first and, in a
 /// priority, in the order they went in, whichever shards they are in.
@@ -288,4 +290,80 @@ async fn a_part_takes_the_jobs_it_picked_not_one_that_landed_among_them() {
     let then = app.claim("picks", json!({"max_jobs": 3})).await;
     assert_eq!(then.len(), 1);
     assert_eq!(then[0]["id"], json!(landed));
+}
+
+/// A claim with a request id whose first round came up short (its picks
+/// in one shard had expired) looks again, but may not ask again a shard
+/// that answered its first round (here the shard of the job it acked):
+/// that shard's next job, older than the other shard's, stops the picks.
+/// The claim answered the other shard's job in its place, passing over
+/// the older one (the fault schedule's seed 2042 found it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_round_does_not_pass_over_a_shard_it_cannot_ask_again() {
+    const SHARDS: u32 = 2;
+    let mut config = test_config();
+    config.bulk_floor = 0.0;
+    config.sweep_interval_ms = 3_600_000;
+    let app = spawn_app_with(config).await;
+    let q = "rounds";
+    configure(&app, q, json!({"shards": SHARDS})).await;
+    let of = |shard: u32, prefix: &str, count: usize| -> Vec<String> {
+        (0..)
+            .map(|n| format!("{prefix}-{n}"))
+            .filter(|id| shard_of(id, SHARDS) == shard)
+            .take(count)
+            .collect()
+    };
+    let (zero, one) = (of(0, "a", 3), of(1, "b", 3));
+    let (acked, first, second) = (&zero[0], &zero[1], &zero[2]);
+    let (expiring, later) = (&one[..2], &one[2]);
+    // A job of shard 0 the claim will ack, leased first.
+    app.enqueue(q, json!({"task": "t", "id": acked, "priority": 9}))
+        .await;
+    let held = app.claim(q, json!({"max_jobs": 1})).await;
+    assert_eq!(held[0]["id"], json!(acked));
+    // Shard 0: two jobs of priority 1; shard 1: one enqueued after them,
+    // and two urgent ones that expire before the claim.
+    for id in [first, second] {
+        app.enqueue(q, json!({"task": "t", "id": id, "priority": 1}))
+            .await;
+    }
+    app.enqueue(q, json!({"task": "t", "id": later, "priority": 1}))
+        .await;
+    let mut deadline = 0;
+    for id in expiring {
+        let job = app
+            .enqueue(
+                q,
+                json!({"task": "t", "id": id, "priority": 0, "expires_in_ms": 200}),
+            )
+            .await;
+        deadline = deadline.max(ms_of(&job["expires_at"]));
+    }
+    until(
+        Duration::from_secs(5),
+        "the urgent jobs expired",
+        || async { now_ms() > deadline + 20 },
+    )
+    .await;
+
+    let claimed = app
+        .claim(
+            q,
+            json!({"max_jobs": 3, "request_id": "r-1", "worker": "w",
+                   "ack": [{"id": acked, "lease_token": held[0]["lease_token"]}]}),
+        )
+        .await;
+    let ids: Vec<&str> = claimed
+        .iter()
+        .map(|j| j["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        [first.as_str()],
+        "nothing after {second} while it waits"
+    );
+    let next = app.claim(q, json!({"max_jobs": 2})).await;
+    let ids: Vec<&str> = next.iter().map(|j| j["id"].as_str().expect("id")).collect();
+    assert_eq!(ids, [second.as_str(), later.as_str()]);
 }
