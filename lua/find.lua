@@ -13,7 +13,9 @@
 -- Returns: {next cursor ('0' at the end), records looked at, {views}}
 -- Errors: none.
 
--- (In a block: its helpers are not the library's.)
+-- A job matches the filters `f` (see above). Its helpers, in a block, are
+-- not the library's.
+local find_matches
 do
   -- The task and the args of a record's body (see src/queue/store/record.rs).
   local function task_and_args(body)
@@ -42,7 +44,7 @@ do
     return nil
   end
 
-  local function matches(q, id, record, f)
+  find_matches = function(q, id, record, f)
     if f.id_part ~= '' and not string.find(id, f.id_part, 1, true) then return false end
     if f.task ~= '' or f.group ~= '' or f.field ~= '' then
       local job = decode(record)
@@ -56,30 +58,30 @@ do
     if f.dedup_key ~= '' and redis.call('HGET', q.dedup_of, id) ~= f.dedup_key then return false end
     return f.state == '' or state_of(q, id) == f.state
   end
-
-  redis.register_function{
-    function_name = 'find_' .. VERSION,
-    flags = {'no-writes'},
-    callback = function(keys, argv)
-      local q = queue_of('find', keys, argv)
-      local cursor, budget, limit = argv[1], tonumber(argv[2]), tonumber(argv[3])
-      local f = {
-        id_part = argv[4], task = argv[5], group = argv[6], dedup_key = argv[7], field = argv[8],
-        value = argv[9], state = argv[10],
-      }
-      local found, looked = {}, 0
-      repeat
-        local step = redis.call('HSCAN', q.jobs, cursor, 'COUNT', 100)
-        cursor = step[1]
-        local entries = step[2]
-        for i = 1, #entries, 2 do
-          looked = looked + 1
-          if matches(q, entries[i], entries[i + 1], f) then
-            found[#found + 1] = view(q, entries[i])
-          end
-        end
-      until cursor == '0' or looked >= budget or #found >= limit
-      return {cursor, looked, found}
-    end,
-  }
 end
+
+redis.register_function{
+  function_name = 'find_' .. VERSION,
+  flags = {'no-writes'},
+  callback = function(keys, argv)
+    local q = queue_of('find', keys, argv)
+    local cursor, budget, limit = argv[1], tonumber(argv[2]), tonumber(argv[3])
+    local f = {
+      id_part = argv[4], task = argv[5], group = argv[6], dedup_key = argv[7], field = argv[8],
+      value = argv[9], state = argv[10],
+    }
+    local found, looked = {}, 0
+    repeat
+      local step = redis.call('HSCAN', q.jobs, cursor, 'COUNT', 100)
+      cursor = step[1]
+      local entries = step[2]
+      for i = 1, #entries, 2 do
+        looked = looked + 1
+        if find_matches(q, entries[i], entries[i + 1], f) then
+          found[#found + 1] = view(q, entries[i])
+        end
+      end
+    until cursor == '0' or looked >= budget or #found >= limit
+    return {cursor, looked, found}
+  end,
+}

@@ -16,7 +16,7 @@
 -- to dependants never made (see lib/deps.lua); and gives a listed queue
 -- the marks it lacks (see `give_marks`). Safe to run from every
 -- instance at once: a lease is taken back exactly once.
--- KEYS: LIFE, CLAIMS, SCHEDULES
+-- KEYS: LIFE, CLAIMS, SCHEDULES, push
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
 --   ARGV[6] how long a fire may be owed before the sweeper pays it (ms)
@@ -24,9 +24,10 @@
 --   next tags cursor, next groups cursor, completed jobs deleted, now,
 --   the due schedules: name, fire time due and definition each, the
 --   shards the queue is split over as this shard records it, the fires
---   owed: job id and schedule definition each, waiting jobs expired, the
---   ended jobs whose dependants elsewhere are still to be told (see
---   `outbox`)}
+--   owed: job id and schedule definition each, waiting jobs expired,
+--   {the ended jobs whose dependants elsewhere are still to be told (see
+--   `outbox`), 1 when the shard holds a push target (the home does) else
+--   0}}
 -- Errors: none; every outcome is in the reply.
 
 -- How long an end told before its dependant was made waits for the
@@ -97,6 +98,6 @@ redis.register_function{
     end
     settle(c)
     return {taken, buried, promoted, tags[1], groups[1], #purged, now, due, math.abs(tonumber(c.meta.shards) or 1), owed,
-      expired, redis.call('ZCARD', q.outbox_due)}
+      expired, {redis.call('ZCARD', q.outbox_due), redis.call('EXISTS', q.push)}}
   end,
 }

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
+
 use hmac::{Hmac, Mac};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use sha2::Sha256;
-use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -28,9 +29,9 @@ use crate::queue::{
 };
 use crate::telemetry;
 
-/// How often the pusher reads which queues have a target (a target set
-/// through this instance is picked up at once).
-const REFRESH: Duration = Duration::from_secs(2);
+/// How often a target's settings are read again (a change made through
+/// another instance is picked up then).
+const TARGET_REFRESH: Duration = Duration::from_secs(5);
 /// How long a claim for a target waits for a job.
 const CLAIM_WAIT: Duration = Duration::from_secs(1);
 /// How long a slot outlives its delivery's lease: kept with the lease, a
@@ -59,16 +60,13 @@ struct Pusher {
     takes: AtomicU64,
 }
 
-/// Delivers the jobs of every queue with a push target until `shutdown`;
-/// `changed` wakes it when a target is set or deleted through this
-/// instance. Deliveries under way at shutdown get `grace` to end; those
-/// that do not are dropped, and their leases run out.
-pub async fn run(
-    broker: Arc<Broker>,
-    changed: Arc<Notify>,
-    grace: Duration,
-    shutdown: CancellationToken,
-) {
+/// Delivers the jobs of every queue with a push target until `shutdown`:
+/// the queues the broker knows to have one (set or deleted through this
+/// instance, or seen by its sweeper in each queue's home; it costs Redis
+/// nothing while no queue has one). Deliveries under way at shutdown get
+/// `grace` to end; those that do not are dropped, and their leases run
+/// out.
+pub async fn run(broker: Arc<Broker>, grace: Duration, shutdown: CancellationToken) {
     let http = match reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
@@ -80,62 +78,40 @@ pub async fn run(
             return;
         }
     };
+    let changed = broker.push_changed();
     let pusher = Arc::new(Pusher {
         broker,
         http,
         instance: format!("push-{}", crate::queue::store::record::new_id()),
         takes: AtomicU64::new(0),
     });
-    let mut targets: HashMap<String, watch::Sender<PushTarget>> = HashMap::new();
+    let mut serving: HashMap<String, CancellationToken> = HashMap::new();
     let mut tasks = JoinSet::new();
-    let mut failing = false;
     loop {
-        match pusher.targets().await {
-            Ok(found) => {
-                if std::mem::take(&mut failing) {
-                    tracing::info!("reading the push targets again");
-                }
-                targets.retain(|queue, sender| match found.get(queue) {
-                    Some(target) => {
-                        sender.send_if_modified(|old| {
-                            let changed = old != target;
-                            *old = target.clone();
-                            changed
-                        });
-                        true
-                    }
-                    // Its task sees the sender gone and ends.
-                    None => false,
-                });
-                for (queue, target) in found {
-                    if !targets.contains_key(&queue) {
-                        let (sender, receiver) = watch::channel(target);
-                        targets.insert(queue.clone(), sender);
-                        let pusher = Arc::clone(&pusher);
-                        let shutdown = shutdown.clone();
-                        tasks.spawn(async move {
-                            pusher.serve(queue, receiver, grace, shutdown).await;
-                        });
-                    }
-                }
+        let queues = pusher.broker.push_queues();
+        serving.retain(|queue, stop| {
+            let keep = queues.contains(queue) && !stop.is_cancelled();
+            if !keep {
+                stop.cancel();
             }
-            Err(error) if !failing => {
-                failing = true;
-                tracing::warn!(
-                    error = format!("{:#}", anyhow::Error::from(error)),
-                    "cannot read the push targets; retrying"
-                );
+            keep
+        });
+        for queue in queues {
+            if serving.contains_key(&queue) {
+                continue;
             }
-            Err(_) => {}
+            let stop = shutdown.child_token();
+            serving.insert(queue.clone(), stop.clone());
+            let pusher = Arc::clone(&pusher);
+            tasks.spawn(async move { pusher.serve(queue, grace, stop).await });
         }
         while tasks.try_join_next().is_some() {}
         tokio::select! {
-            () = tokio::time::sleep(REFRESH) => {}
             () = changed.notified() => {}
+            Some(_) = tasks.join_next() => {}
             () = shutdown.cancelled() => break,
         }
     }
-    drop(targets);
     while tasks.join_next().await.is_some() {}
 }
 
@@ -147,50 +123,48 @@ struct Delivery {
 }
 
 impl Pusher {
-    /// Every listed queue's push target.
-    async fn targets(&self) -> crate::queue::Result<HashMap<String, PushTarget>> {
-        let mut found = HashMap::new();
-        for queue in self.broker.queues().await? {
-            if let Some(state) = self.broker.push(&queue).await? {
-                found.insert(queue, state.target);
-            }
-        }
-        Ok(found)
-    }
-
-    /// Delivers one queue's jobs while its target exists (its sender is
-    /// kept) and until `shutdown`.
-    async fn serve(
-        self: Arc<Self>,
-        queue: String,
-        mut target: watch::Receiver<PushTarget>,
-        grace: Duration,
-        shutdown: CancellationToken,
-    ) {
+    /// Delivers one queue's jobs while it has a target and until `stop`;
+    /// reads the target again every `TARGET_REFRESH`. Once the target is
+    /// gone, the broker hears of it.
+    async fn serve(self: Arc<Self>, queue: String, grace: Duration, stop: CancellationToken) {
         let mut deliveries = JoinSet::new();
+        let (mut settings, mut read_at) = (None::<PushTarget>, None::<Instant>);
         let mut failing = false;
-        while !shutdown.is_cancelled() {
+        while !stop.is_cancelled() {
             while deliveries.try_join_next().is_some() {}
-            let settings = target.borrow_and_update().clone();
+            if read_at.is_none_or(|at| at.elapsed() >= TARGET_REFRESH) {
+                match self.broker.push(&queue).await {
+                    Ok(Some(state)) => settings = Some(state.target),
+                    Ok(None) => break,
+                    // Redis away: the claims below fail too, and wait.
+                    Err(_) => {}
+                }
+                read_at = Some(Instant::now());
+            }
+            let Some(target) = settings.clone() else {
+                tokio::select! {
+                    () = tokio::time::sleep(FAILURE_PAUSE) => {}
+                    () = stop.cancelled() => {}
+                }
+                read_at = None;
+                continue;
+            };
             let running = u32::try_from(deliveries.len()).unwrap_or(u32::MAX);
-            let free = settings.concurrency.saturating_sub(running);
-            let pause = match self
-                .take_and_claim(&queue, &settings, free, &shutdown)
-                .await
-            {
+            let free = target.concurrency.saturating_sub(running);
+            let pause = match self.take_and_claim(&queue, &target, free, &stop).await {
                 Ok(Some(jobs)) => {
                     failing = false;
                     let pause = jobs.is_empty().then_some(SLOT_RETRY);
                     for (job, slot) in jobs {
                         let pusher = Arc::clone(&self);
-                        let (queue, settings) = (queue.clone(), settings.clone());
+                        let (queue, target) = (queue.clone(), target.clone());
                         deliveries.spawn(async move {
-                            pusher.deliver(&queue, &settings, job, &slot).await;
+                            pusher.deliver(&queue, &target, job, &slot).await;
                         });
                     }
                     pause
                 }
-                Ok(None) => return drain(deliveries, grace).await,
+                Ok(None) => break,
                 Err(error) => {
                     if !failing {
                         failing = true;
@@ -207,11 +181,12 @@ impl Pusher {
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 Some(_) = deliveries.join_next() => {}
-                changed = target.changed() => if changed.is_err() {
-                    return drain(deliveries, grace).await;
-                },
-                () = shutdown.cancelled() => {}
+                () = stop.cancelled() => {}
             }
+        }
+        if !stop.is_cancelled() {
+            // The target is gone.
+            self.broker.note_push_target(&queue, false);
         }
         drain(deliveries, grace).await;
     }

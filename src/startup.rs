@@ -72,7 +72,6 @@ impl Application {
                 broker: Arc::new(broker),
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
-                push_changed: Arc::default(),
             }),
             seeds,
         })
@@ -110,7 +109,6 @@ impl Application {
         ));
         let pusher = tokio::spawn(pusher::run(
             Arc::clone(&state.broker),
-            Arc::clone(&state.push_changed),
             grace,
             stopped.clone(),
         ));

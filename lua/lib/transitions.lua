@@ -256,32 +256,39 @@ local function promote_due(c, now, limit)
 end
 
 -- Priority aging: a job without a group that waited max_wait_ms in its
--- class at `now` moves to the front of the next more urgent class, after
--- the jobs that aged into it before (FIFO among the aged), and ages from
--- there again; up to `limit` jobs a call. `aging` holds, for each job that
--- entered pending while the queue had max_wait_ms, when it ages next; an
--- entry of a job no longer pending (claimed, cancelled, deleted...) or in
--- the most urgent class goes when its time comes. Costs O(log N) and
--- O(log N) per job aged.
+-- class moves to the front of the next more urgent class, after the jobs
+-- that aged into it before (FIFO among the aged), and ages from there
+-- again; up to `limit` jobs a call. `aging` holds, for each job that
+-- entered pending while the queue had max_wait_ms, when it ages next.
+-- The steps are counted from when each was due, not from when a call
+-- came to it: a job whose steps fell due between two calls takes them
+-- all in the later one (to the front of the class it would have reached),
+-- so a job of class p is in class 0 p × max_wait_ms after it entered, at
+-- the first call after. An entry of a job no longer pending (claimed,
+-- cancelled, deleted...) or in the most urgent class goes when its time
+-- comes. Costs O(log N) and O(log N) per job aged.
 local function promote_aged(c, now, limit)
   local wait, q = c.settings.max_wait_ms, c.q
   if not wait then return end
-  local due = redis.call('ZRANGE', q.aging, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGE', q.aging, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
   if #due == 0 then return end
   local adds, again, gone = {}, {}, {}
-  for _, id in ipairs(due) do
+  for i = 1, #due, 2 do
+    local id, at = due[i], tonumber(due[i + 1])
     local member_score = redis.call('ZSCORE', q.pending, id)
     local prio = member_score and class_of(member_score)
-    local field = prio and prio > 0 and fields_of(prio - 1).aged
+    -- One step at `at`, one more each max_wait_ms since, down to class 0.
+    local steps = prio and math.min(prio, math.floor((now - at) / wait) + 1) or 0
+    local field = steps > 0 and fields_of(prio - steps).aged
     local front = field and number(c, field)
     if not front or front >= AGED_SPAN then
       gone[#gone + 1] = id
     else
       put(c, field, front + 1)
-      adds[#adds + 1] = score(prio - 1, front)
+      adds[#adds + 1] = score(prio - steps, front)
       adds[#adds + 1] = id
-      if prio > 1 then
-        again[#again + 1] = ms(now + wait)
+      if prio - steps > 0 then
+        again[#again + 1] = ms(at + steps * wait)
         again[#again + 1] = id
       else
         gone[#gone + 1] = id

@@ -50,9 +50,6 @@ pub struct AppContext {
     pub config: Arc<Config>,
     /// Cancelled when the service stops: long polls answer early.
     pub shutdown: CancellationToken,
-    /// Told when a push target is set or deleted here: the pusher reads
-    /// the targets again at once.
-    pub push_changed: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {

@@ -191,7 +191,8 @@ pub async fn push(
 
 /// Set a queue's push target.
 ///
-/// From then on prioq's instances claim the queue's jobs, at most
+/// From then on prioq's instances (this one at once, the others from
+/// their next sweep of the queue) claim the queue's jobs, at most
 /// `concurrency` at once across all of them, and POST each to `url` as
 /// JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
 /// the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
@@ -225,7 +226,6 @@ pub async fn put_push(
         };
     }
     let created = state.broker.put_push(queue, &target).await?;
-    state.push_changed.notify_one();
     let push = state.broker.push(queue).await?.unwrap_or(PushState {
         target,
         health: Default::default(),
@@ -240,8 +240,9 @@ pub async fn put_push(
 
 /// Delete a queue's push target.
 ///
-/// Deliveries under way end as they would; no new one starts once the
-/// instances read the change (within 2 s). 404 when the queue has none.
+/// Deliveries under way end as they would; no new one starts (each
+/// instance's next take of a slot finds the target gone). 404 when the
+/// queue has none.
 #[utoipa::path(
     delete, path = "/v1/queues/{queue}/push", tag = "push",
     params(QueuePath),
@@ -254,7 +255,6 @@ pub async fn delete_push(
     if !state.broker.drop_push(path.queue.as_str()).await? {
         return Err(no_target());
     }
-    state.push_changed.notify_one();
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -2,7 +2,7 @@
 //! them. The operations are its methods, by subject, in the modules beside
 //! this one.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +46,11 @@ pub struct Broker {
     /// The lanes' notices of outboxes to send, until the courier takes
     /// them (see `deliver_outboxes`).
     pub(super) notices: Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
+    /// The queues with a push target, as this instance last learned
+    /// (setting or deleting one here, or a sweep of the queue's home), and
+    /// the pusher's wake-up when they change.
+    pub(super) pushed: Mutex<BTreeSet<String>>,
+    pub(super) push_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Broker {
@@ -67,6 +72,8 @@ impl Broker {
             registered: Mutex::default(),
             waiting: Arc::default(),
             notices: Mutex::new(Some(notices)),
+            pushed: Mutex::default(),
+            push_changed: Arc::default(),
         }
     }
 

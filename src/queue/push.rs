@@ -4,6 +4,9 @@
 //! across every instance. Kept in the queue's home by the `push` function.
 
 use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+
+use tokio::sync::Notify;
 
 use super::broker::Broker;
 use super::error::{QueueError, Result};
@@ -65,6 +68,31 @@ pub enum PushEnd {
 }
 
 impl Broker {
+    /// The queues with a push target, as this instance knows them.
+    pub fn push_queues(&self) -> Vec<String> {
+        let pushed = self.pushed.lock().unwrap_or_else(PoisonError::into_inner);
+        pushed.iter().cloned().collect()
+    }
+
+    /// Told when `push_queues` changes.
+    pub fn push_changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.push_changed)
+    }
+
+    /// Records whether `queue` has a push target (a sweep of its home
+    /// read it, or the pusher found it gone); the pusher hears of a
+    /// change.
+    pub fn note_push_target(&self, queue: &str, has: bool) {
+        let mut pushed = self.pushed.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = match has {
+            true => pushed.insert(queue.to_owned()),
+            false => pushed.remove(queue),
+        };
+        if changed {
+            self.push_changed.notify_one();
+        }
+    }
+
     fn push_call(&self, queue: &str) -> Call {
         LIBRARY.call(
             Function::Push,
@@ -83,7 +111,9 @@ impl Broker {
             .arg(target.timeout_ms)
             .arg(target.lease_ms)
             .arg(&target.secret);
-        Ok(self.call::<i64>(&cmd).await? == 1)
+        let created = self.call::<i64>(&cmd).await? == 1;
+        self.note_push_target(queue, true);
+        Ok(created)
     }
 
     /// The queue's push target and its health, when it has one.
@@ -123,7 +153,9 @@ impl Broker {
     pub async fn drop_push(&self, queue: &str) -> Result<bool> {
         let mut cmd = self.push_call(queue);
         cmd.arg("drop");
-        Ok(self.call::<i64>(&cmd).await? == 1)
+        let dropped = self.call::<i64>(&cmd).await? == 1;
+        self.note_push_target(queue, false);
+        Ok(dropped)
     }
 
     /// Takes up to `wanted` of the target's free slots for `hold_ms`,

@@ -52,7 +52,7 @@ type RawSwept = (
     u32,
     Vec<String>,
     u64,
-    u64,
+    (u64, u64),
 );
 
 /// Where a sweep of a queue's finish tags and groups starts: where the
@@ -86,6 +86,7 @@ impl Broker {
         cursors: &SweepCursors,
     ) -> Result<Swept> {
         let known = self.shards.of(queue).await?;
+        let home = shard == 0;
         let Some(shard) = known.shards.get(shard as usize) else {
             return Ok(Swept::default());
         };
@@ -108,8 +109,13 @@ impl Broker {
             shards,
             owed,
             expired,
-            outboxed,
+            (outboxed, pushes),
         ): RawSwept = self.call(&cmd).await?;
+        // The home tells whether the queue has a push target: the pushers
+        // learn of targets set through other instances from the sweeps.
+        if home {
+            self.note_push_target(queue, pushes == 1);
+        }
         known.counters.leases_expired.increment(reclaimed);
         known.counters.dead_lettered.increment(dead);
         known.counters.expired.increment(expired);

@@ -476,7 +476,8 @@ export interface paths {
         get: operations["push"];
         /**
          * Set a queue's push target.
-         * @description From then on prioq's instances claim the queue's jobs, at most
+         * @description From then on prioq's instances (this one at once, the others from
+         *     their next sweep of the queue) claim the queue's jobs, at most
          *     `concurrency` at once across all of them, and POST each to `url` as
          *     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
          *     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
@@ -491,8 +492,9 @@ export interface paths {
         post?: never;
         /**
          * Delete a queue's push target.
-         * @description Deliveries under way end as they would; no new one starts once the
-         *     instances read the change (within 2 s). 404 when the queue has none.
+         * @description Deliveries under way end as they would; no new one starts (each
+         *     instance's next take of a slot finds the target gone). 404 when the
+         *     queue has none.
          */
         delete: operations["delete_push"];
         options?: never;

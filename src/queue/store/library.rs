@@ -126,7 +126,7 @@ functions! {
     Line "line": {Life, Claims} Drains 2 Safe,
     Extend "extend": {View} [Meta] Drains 0 Safe,
     Nack "nack": {Life} Drains 2 Once,
-    Sweep "sweep": {Life, Claims, Schedules} Drains 2 Safe,
+    Sweep "sweep": {Life, Claims, Schedules} [Push] Drains 2 Safe,
     Job "job": {View} Reads 0 Safe,
     Find "find": {View} Reads 0 Safe,
     Watch "watch": {View} [Meta] Drains 0 Safe,

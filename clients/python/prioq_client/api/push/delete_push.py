@@ -71,8 +71,9 @@ def sync_detailed(
 ) -> Response[Any | Problem]:
     """Delete a queue's push target.
 
-     Deliveries under way end as they would; no new one starts once the
-    instances read the change (within 2 s). 404 when the queue has none.
+     Deliveries under way end as they would; no new one starts (each
+    instance's next take of a slot finds the target gone). 404 when the
+    queue has none.
 
     Args:
         queue (str):
@@ -103,8 +104,9 @@ def sync(
 ) -> Any | Problem | None:
     """Delete a queue's push target.
 
-     Deliveries under way end as they would; no new one starts once the
-    instances read the change (within 2 s). 404 when the queue has none.
+     Deliveries under way end as they would; no new one starts (each
+    instance's next take of a slot finds the target gone). 404 when the
+    queue has none.
 
     Args:
         queue (str):
@@ -130,8 +132,9 @@ async def asyncio_detailed(
 ) -> Response[Any | Problem]:
     """Delete a queue's push target.
 
-     Deliveries under way end as they would; no new one starts once the
-    instances read the change (within 2 s). 404 when the queue has none.
+     Deliveries under way end as they would; no new one starts (each
+    instance's next take of a slot finds the target gone). 404 when the
+    queue has none.
 
     Args:
         queue (str):
@@ -160,8 +163,9 @@ async def asyncio(
 ) -> Any | Problem | None:
     """Delete a queue's push target.
 
-     Deliveries under way end as they would; no new one starts once the
-    instances read the change (within 2 s). 404 when the queue has none.
+     Deliveries under way end as they would; no new one starts (each
+    instance's next take of a slot finds the target gone). 404 when the
+    queue has none.
 
     Args:
         queue (str):

@@ -103,7 +103,8 @@ def sync_detailed(
 ) -> Response[Problem | PushView]:
     """Set a queue's push target.
 
-     From then on prioq's instances claim the queue's jobs, at most
+     From then on prioq's instances (this one at once, the others from
+    their next sweep of the queue) claim the queue's jobs, at most
     `concurrency` at once across all of them, and POST each to `url` as
     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
@@ -147,7 +148,8 @@ def sync(
 ) -> Problem | PushView | None:
     """Set a queue's push target.
 
-     From then on prioq's instances claim the queue's jobs, at most
+     From then on prioq's instances (this one at once, the others from
+    their next sweep of the queue) claim the queue's jobs, at most
     `concurrency` at once across all of them, and POST each to `url` as
     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
@@ -186,7 +188,8 @@ async def asyncio_detailed(
 ) -> Response[Problem | PushView]:
     """Set a queue's push target.
 
-     From then on prioq's instances claim the queue's jobs, at most
+     From then on prioq's instances (this one at once, the others from
+    their next sweep of the queue) claim the queue's jobs, at most
     `concurrency` at once across all of them, and POST each to `url` as
     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
@@ -228,7 +231,8 @@ async def asyncio(
 ) -> Problem | PushView | None:
     """Set a queue's push target.
 
-     From then on prioq's instances claim the queue's jobs, at most
+     From then on prioq's instances (this one at once, the others from
+    their next sweep of the queue) claim the queue's jobs, at most
     `concurrency` at once across all of them, and POST each to `url` as
     JSON (`queue`, `lease_token`, `fence` and `job`, the job's view), with
     the headers `prioq-signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256
