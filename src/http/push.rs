@@ -177,7 +177,10 @@ fn check_url(url: &str) -> Result<String> {
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/push", tag = "push",
     params(QueuePath),
-    responses((status = 200, description = "The target and its health", body = PushView))
+    responses(
+        (status = 200, description = "The target and its health", body = PushView),
+        (status = 404, description = "The queue has no push target", body = crate::http::error::Problem, content_type = "application/problem+json"),
+    )
 )]
 pub async fn push(
     State(state): State<AppState>,
@@ -246,7 +249,10 @@ pub async fn put_push(
 #[utoipa::path(
     delete, path = "/v1/queues/{queue}/push", tag = "push",
     params(QueuePath),
-    responses((status = 204, description = "Deleted"))
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "The queue has no push target", body = crate::http::error::Problem, content_type = "application/problem+json"),
+    )
 )]
 pub async fn delete_push(
     State(state): State<AppState>,

@@ -2614,6 +2614,15 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            /** @description A filter is out of its bounds, or `field` and `value` are not given together */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             503: components["responses"]["backend_unavailable"];
         };
     };
@@ -3004,6 +3013,15 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            /** @description The queue has no push target */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             503: components["responses"]["backend_unavailable"];
         };
     };
@@ -3072,6 +3090,15 @@ export interface operations {
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
             403: components["responses"]["forbidden_origin"];
+            /** @description The queue has no push target */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             503: components["responses"]["backend_unavailable"];
         };
     };

@@ -127,7 +127,10 @@ impl SearchQuery {
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/jobs", tag = "jobs",
     params(QueuePath, SearchQuery),
-    responses((status = 200, description = "A page of the jobs found", body = SearchPageView))
+    responses(
+        (status = 200, description = "A page of the jobs found", body = SearchPageView),
+        (status = 422, description = "A filter is out of its bounds, or `field` and `value` are not given together", body = crate::http::error::Problem, content_type = "application/problem+json"),
+    )
 )]
 pub async fn search(
     State(state): State<AppState>,

@@ -76,6 +76,11 @@ def _parse_response(
 
         return response_401
 
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
