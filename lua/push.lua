@@ -13,9 +13,6 @@
 -- ARGV[1] the mode, then its arguments:
 --   'put' url concurrency timeout_ms lease_ms secret: writes the target
 --     (its health kept when it existed). Returns 1 when it is new, else 0.
---   'get': Returns the target's hash as field, value pairs and the
---     deliveries under way (slots marked busy) as a last pair `in_flight`,
---     n; {} when there is none.
 --   'drop': deletes the target and its slots. Returns 1, or 0 when there
 --     was none.
 --   'take' n holder hold_ms: drops the slots that lapsed, then grants up
@@ -42,18 +39,6 @@ redis.register_function{
       redis.call('HSET', q.push, 'url', argv[2], 'concurrency', argv[3], 'timeout_ms', argv[4],
         'lease_ms', argv[5], 'secret', argv[6])
       return new and 1 or 0
-    end
-    if mode == 'get' then
-      local target = redis.call('HGETALL', q.push)
-      if #target == 0 then return {} end
-      redis.call('ZREMRANGEBYSCORE', q.push_slots, '-inf', now_ms())
-      local busy = 0
-      for _, slot in ipairs(redis.call('ZRANGE', q.push_slots, 0, -1)) do
-        if string.sub(slot, 1, 2) == 'd:' then busy = busy + 1 end
-      end
-      target[#target + 1] = 'in_flight'
-      target[#target + 1] = tostring(busy)
-      return target
     end
     if mode == 'drop' then
       return redis.call('DEL', q.push, q.push_slots) > 0 and 1 or 0
@@ -95,5 +80,26 @@ redis.register_function{
     redis.call('HSET', q.push, 'last_status', argv[4], 'last_error', argv[5],
       'last_failure_at', now_ms())
     return 1
+  end,
+}
+
+-- push_view: the queue's push target, read: its hash as field, value
+-- pairs, and the deliveries under way (slots marked busy, not lapsed) as
+-- a last pair `in_flight`, n; {} when there is none. (A read of its own,
+-- safe to send twice, apart from `push`, whose takes are not.)
+redis.register_function{
+  function_name = 'push_view_' .. VERSION,
+  flags = {'no-writes'},
+  callback = function(keys, argv)
+    local q = queue_of('push_view', keys, argv)
+    local target = redis.call('HGETALL', q.push)
+    if #target == 0 then return {} end
+    local busy = 0
+    for _, slot in ipairs(redis.call('ZRANGE', q.push_slots, '(' .. now_ms(), '+inf', 'BYSCORE')) do
+      if string.sub(slot, 1, 2) == 'd:' then busy = busy + 1 end
+    end
+    target[#target + 1] = 'in_flight'
+    target[#target + 1] = tostring(busy)
+    return target
   end,
 }

@@ -93,18 +93,16 @@ impl Broker {
         }
     }
 
-    fn push_call(&self, queue: &str) -> Call {
-        LIBRARY.call(
-            Function::Push,
-            &QueueKeys::new(&self.config.key_prefix, queue),
-        )
+    /// A call of `function` on the queue's home.
+    fn push_call(&self, function: Function, queue: &str) -> Call {
+        LIBRARY.call(function, &QueueKeys::new(&self.config.key_prefix, queue))
     }
 
     /// Sets the queue's push target (its health kept when it had one);
     /// `true` when it is new. The queue is listed, so the pushers find it.
     pub async fn put_push(&self, queue: &str, target: &PushTarget) -> Result<bool> {
         self.register(queue, false).await?;
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("put")
             .arg(&target.url)
             .arg(target.concurrency)
@@ -118,8 +116,7 @@ impl Broker {
 
     /// The queue's push target and its health, when it has one.
     pub async fn push(&self, queue: &str) -> Result<Option<PushState>> {
-        let mut cmd = self.push_call(queue);
-        cmd.arg("get");
+        let cmd = self.push_call(Function::PushView, queue);
         let pairs: Vec<(String, String)> = self.call(&cmd).await?;
         if pairs.is_empty() {
             return Ok(None);
@@ -151,7 +148,7 @@ impl Broker {
 
     /// Deletes the queue's push target; `false` when it had none.
     pub async fn drop_push(&self, queue: &str) -> Result<bool> {
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("drop");
         let dropped = self.call::<i64>(&cmd).await? == 1;
         self.note_push_target(queue, false);
@@ -168,7 +165,7 @@ impl Broker {
         holder: &str,
         hold_ms: u64,
     ) -> Result<Option<Vec<String>>> {
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("take").arg(wanted).arg(holder).arg(hold_ms);
         let reply: redis::Value = self.call(&cmd).await?;
         match reply {
@@ -182,14 +179,14 @@ impl Broker {
     /// Marks a slot a job was claimed for busy, held `hold_ms` from now;
     /// its new name.
     pub async fn busy_push_slot(&self, queue: &str, slot: &str, hold_ms: u64) -> Result<String> {
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("busy").arg(slot).arg(hold_ms);
         self.call(&cmd).await
     }
 
     /// Keeps a slot for `hold_ms` more; `false` when it lapsed already.
     pub async fn keep_push_slot(&self, queue: &str, slot: &str, hold_ms: u64) -> Result<bool> {
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("keep").arg(slot).arg(hold_ms);
         Ok(self.call::<i64>(&cmd).await? == 1)
     }
@@ -202,7 +199,7 @@ impl Broker {
             PushEnd::Stale(status, error) => ("stale", *status, error.as_str()),
             PushEnd::Unused => ("unused", 0, ""),
         };
-        let mut cmd = self.push_call(queue);
+        let mut cmd = self.push_call(Function::Push, queue);
         cmd.arg("free")
             .arg(slot)
             .arg(outcome)

@@ -154,6 +154,7 @@ functions! {
     Sent "sent": [Outbox, OutboxDue, Meta, Depended] Drains 0 Safe,
     Drop "drop": {Life, Claims, Schedules} [Push, PushSlots] Drains 2 Safe,
     Push "push": [Push, PushSlots] Drains 0 Once,
+    PushView "push_view" in "push": [Push, PushSlots] Reads 0 Safe,
     History "history": [Jobs] Reads 0 Safe,
 }
 
