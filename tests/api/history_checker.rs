@@ -7,7 +7,7 @@
 //! granted at 40 ran from 40 to 50), as on one machine.
 
 use prioq_chaos::checker::{RULES, check};
-use prioq_chaos::history::{AckEntry, Call, Lease, Op, Outcome};
+use prioq_chaos::history::{AckEntry, Call, Event, Lease, Op, Outcome};
 use serde_json::{Value, json};
 
 fn op(op: u64, queue: &str, (start_ms, end_ms): (i64, i64), outcome: Outcome, call: Call) -> Op {
@@ -132,6 +132,7 @@ fn read(
         state: state.map(Into::into),
         enqueued_at: state.map(|_| enqueued_at),
         result,
+        events: None,
     };
     op(n, queue, (9000, 9001), Outcome::Ok, call)
 }
@@ -146,6 +147,7 @@ fn clean() -> Vec<Op> {
         group_max_in_flight: Some(1),
         shards: None,
         max_pending: None,
+        history_ms: None,
     };
     let schedule = Call::Schedule {
         name: "tick".into(),
@@ -365,6 +367,7 @@ fn sharded(shards: u32) -> Op {
         group_max_in_flight: None,
         shards: Some(shards),
         max_pending: None,
+        history_ms: None,
     };
     op(52, "main", (0, 1), Outcome::Ok, call)
 }
@@ -704,6 +707,7 @@ fn every_rule_has_a_planted_violation() {
         "dedup_key_held_twice",
         "replaced_delivered",
         "queue_overfilled",
+        "history_missing_claim",
         "result_mismatch",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();
@@ -733,6 +737,7 @@ fn bounded(claimed: bool) -> Vec<Op> {
         group_max_in_flight: None,
         shards: None,
         max_pending: Some(2),
+        history_ms: None,
     };
     let mut history = clean();
     history.push(op(60, "bounded", (600, 601), Outcome::Ok, call));
@@ -756,4 +761,77 @@ fn bounded(claimed: bool) -> Vec<Op> {
 fn a_job_made_while_a_bounded_queue_was_full_is_reported() {
     assert_eq!(broken(&bounded(false)), ["queue_overfilled"]);
     assert_eq!(broken(&bounded(true)), Vec::<&str>::new());
+}
+
+/// Queue `kept` keeping histories, its job h claimed twice (the first
+/// lease nacked); h's history read back with `claimed` its claim events
+/// (fence and worker each).
+fn kept(claimed: &[(u64, &str)]) -> Vec<Op> {
+    let configure = Call::Configure {
+        max_in_flight: None,
+        group_max_in_flight: None,
+        shards: None,
+        max_pending: None,
+        history_ms: Some(3_600_000),
+    };
+    let mut history = clean();
+    history.push(op(70, "kept", (700, 701), Outcome::Ok, configure));
+    history.push(enqueue(71, "kept", "h", 1, "g1", 710, Outcome::Ok));
+    history.push(claim(
+        72,
+        "kept",
+        ("h", 1, "g1", 0, 711),
+        "t-h-5",
+        720,
+        60_000,
+    ));
+    let nack = Call::Nack {
+        id: "h".into(),
+        token: "t-h-5".into(),
+        delay_ms: 0,
+    };
+    history.push(op(73, "kept", (740, 741), Outcome::Ok, nack));
+    history.push(claim(
+        74,
+        "kept",
+        ("h", 1, "g1", 1, 711),
+        "t-h-9",
+        760,
+        60_000,
+    ));
+    history.push(ack(75, "kept", "h", "t-h-9", 780));
+    let events = std::iter::once(Event {
+        event: "enqueued".into(),
+        fence: None,
+        worker: None,
+    })
+    .chain(claimed.iter().map(|&(fence, worker)| Event {
+        event: "claimed".into(),
+        fence: Some(fence),
+        worker: Some(worker.into()),
+    }))
+    .collect();
+    let read = Call::Read {
+        id: "h".into(),
+        state: None,
+        enqueued_at: None,
+        result: None,
+        events: Some(events),
+    };
+    history.push(op(76, "kept", (9000, 9001), Outcome::Ok, read));
+    history
+}
+
+#[test]
+fn a_lease_missing_from_a_jobs_history_is_reported() {
+    assert_eq!(broken(&kept(&[(5, "w72"), (9, "w74")])), Vec::<&str>::new());
+    assert_eq!(broken(&kept(&[(5, "w72")])), ["history_missing_claim"]);
+    assert_eq!(
+        broken(&kept(&[(5, "w72"), (9, "w72")])),
+        ["history_missing_claim"]
+    );
+    assert_eq!(
+        broken(&kept(&[(9, "w74"), (5, "w72")])),
+        ["history_missing_claim"]
+    );
 }

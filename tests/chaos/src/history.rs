@@ -57,6 +57,9 @@ pub enum Call {
         shards: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_pending: Option<u64>,
+        /// Job histories kept (`history_ms`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        history_ms: Option<u64>,
     },
     /// A recurring schedule put in place; its jobs' ids are
     /// `{name}:{fire time}`.
@@ -143,7 +146,21 @@ pub enum Call {
         enqueued_at: Option<i64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
+        /// Its history's events, read with it on a queue that keeps
+        /// histories.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        events: Option<Vec<Event>>,
     },
+}
+
+/// An event of a job's history, as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// An ack: alone, or inside a claim.

@@ -181,6 +181,9 @@ pub struct Facts<'h> {
     pub shards: BTreeMap<&'h str, u32>,
     /// The `max_pending` of each queue whose patch of it was answered ok.
     pub max_pending: BTreeMap<&'h str, u64>,
+    /// The queues whose patch of `history_ms` was answered ok: they keep
+    /// their jobs' histories from then on.
+    pub histories: BTreeMap<&'h str, i64>,
 }
 
 impl<'h> Facts<'h> {
@@ -194,6 +197,7 @@ impl<'h> Facts<'h> {
             schedules: BTreeMap::new(),
             shards: BTreeMap::new(),
             max_pending: BTreeMap::new(),
+            histories: BTreeMap::new(),
         };
         let mut tokens: BTreeSet<&str> = BTreeSet::new();
         for op in ops {
@@ -221,7 +225,11 @@ impl<'h> Facts<'h> {
                 group_max_in_flight,
                 shards,
                 max_pending,
+                history_ms,
             } => {
+                if history_ms.is_some_and(|ms| ms > 0) && op.outcome == Outcome::Ok {
+                    self.histories.entry(queue).or_insert(op.end_ms);
+                }
                 if let Some(bound) = max_pending
                     && op.outcome == Outcome::Ok
                 {

@@ -103,6 +103,12 @@ pub const RULES: &[Rule] = &[
         check: queue_overfilled,
     },
     Rule {
+        name: "history_missing_claim",
+        promise: "a job's history (history_ms) holds every lease a claim answered ok \
+                  with, its fence and its worker, in the order of their fences",
+        check: history_missing_claim,
+    },
+    Rule {
         name: "result_mismatch",
         promise: "a completed job's result is the one its ack sent",
         check: result_mismatch,
@@ -979,6 +985,68 @@ fn result_mismatch(facts: &Facts<'_>) -> Vec<Violation> {
                     format!("{queue}/{id} completed with result {result}, not one its acks sent"),
                     ops,
                 ));
+            }
+        }
+    }
+    out
+}
+
+/// The most events a job's history keeps: a longer life's first ones are
+/// gone, and the rule does not judge it.
+const HISTORY_KEPT: usize = 100;
+
+fn history_missing_claim(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for ((queue, id), job) in &facts.jobs {
+        let Some(&since) = facts.histories.get(queue) else {
+            continue;
+        };
+        for read in &job.reads {
+            let Call::Read {
+                events: Some(events),
+                ..
+            } = &read.call
+            else {
+                continue;
+            };
+            if events.len() >= HISTORY_KEPT {
+                continue;
+            }
+            let claimed: Vec<(u64, Option<&str>)> = events
+                .iter()
+                .filter(|e| e.event == "claimed")
+                .filter_map(|e| Some((e.fence?, e.worker.as_deref())))
+                .collect();
+            if claimed.windows(2).any(|pair| pair[0].0 >= pair[1].0) {
+                out.push(Violation::new(
+                    format!(
+                        "{queue}/{id}: its history's claims are not in the order of their fences"
+                    ),
+                    [read.op],
+                ));
+            }
+            for lease in leases_of(facts, job).filter(|l| l.claim.start_ms > since) {
+                let Call::Claim { worker, .. } = &lease.claim.call else {
+                    continue;
+                };
+                let fence = lease
+                    .lease
+                    .token
+                    .rsplit('-')
+                    .next()
+                    .and_then(|f| f.parse().ok());
+                let found = claimed
+                    .iter()
+                    .any(|&(f, w)| Some(f) == fence && w == Some(worker.as_str()));
+                if !found {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}/{id}: lease {} of {worker} (op {}) is not in the job's history",
+                            lease.lease.token, lease.claim.op
+                        ),
+                        [lease.claim.op, read.op],
+                    ));
+                }
             }
         }
     }

@@ -35,6 +35,8 @@ pub const MAX_PENDING: u64 = 40;
 /// and a retried enqueue of an acked job answers it instead of making it
 /// again.
 pub const RETAIN_MS: u64 = 3_600_000;
+/// How long the sharded queue keeps job histories: past the run.
+pub const HISTORY_MS: u64 = 3_600_000;
 
 /// What every client shares.
 #[derive(Debug)]

@@ -29,11 +29,12 @@ use tokio::task::JoinSet;
 use self::client::{Recorder, now_ms, parse_time, send};
 use self::faults::{Fault, Tally};
 use self::load::{
-    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, MAIN, MAX_IN_FLIGHT, MAX_PENDING, RESHARDED, SHARDED, SHARDS,
+    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, HISTORY_MS, MAIN, MAX_IN_FLIGHT, MAX_PENDING, RESHARDED,
+    SHARDED, SHARDS,
 };
 use self::system::System;
 use crate::checker::{Facts, Offset, Violation, check};
-use crate::history::{self, Call, Op, Outcome};
+use crate::history::{self, Call, Event, Op, Outcome};
 
 /// What a run is asked.
 #[derive(Debug, Clone)]
@@ -160,6 +161,7 @@ async fn setup(ctx: &Ctx) {
         group_max_in_flight: Some(GROUP_MAX_IN_FLIGHT),
         shards: None,
         max_pending: Some(MAX_PENDING),
+        history_ms: None,
     };
     ctx.recorder.record("setup", CAPPED, start, &answer, call);
     let url = format!("{}/v1/queues/{SHARDED}/settings", ctx.bases[0]);
@@ -168,7 +170,7 @@ async fn setup(ctx: &Ctx) {
         &ctx.http,
         Method::PATCH,
         &url,
-        Some(&json!({"shards": SHARDS})),
+        Some(&json!({"shards": SHARDS, "history_ms": HISTORY_MS})),
     )
     .await;
     let call = Call::Configure {
@@ -176,6 +178,7 @@ async fn setup(ctx: &Ctx) {
         group_max_in_flight: None,
         shards: Some(SHARDS),
         max_pending: None,
+        history_ms: Some(HISTORY_MS),
     };
     ctx.recorder.record("setup", SHARDED, start, &answer, call);
     for name in SCHEDULES {
@@ -227,12 +230,17 @@ pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()
                     } else {
                         answer.outcome
                     };
+                    let events = match answered && queue == SHARDED {
+                        true => history_of(&ctx, &queue, &id).await,
+                        false => None,
+                    };
                     let call = Call::Read {
                         id: id.clone(),
                         state: found
                             .then(|| answer.body["state"].as_str().unwrap_or("").to_owned()),
                         enqueued_at: parse_time(&answer.body["enqueued_at"]),
                         result: found.then(|| answer.body["result"].clone()),
+                        events,
                     };
                     let answer = client::Answer { outcome, ..answer };
                     ctx.recorder
@@ -247,6 +255,17 @@ pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()
         while reads.join_next().await.is_some() {}
     }
     Ok(())
+}
+
+/// A job's history's events (the queue keeps them), or `None` when the
+/// read failed.
+async fn history_of(ctx: &Ctx, queue: &str, id: &str) -> Option<Vec<Event>> {
+    let url = format!("{}/v1/queues/{queue}/jobs/{id}/history", ctx.bases[0]);
+    let answer = send(&ctx.http, Method::GET, &url, None).await;
+    if answer.status != Some(200) {
+        return None;
+    }
+    serde_json::from_value(answer.body["events"].clone()).ok()
 }
 
 /// Operations by kind and outcome, faults by kind, and each violation
