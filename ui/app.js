@@ -703,14 +703,16 @@ async function onDeadAction(event) {
 async function lookup(queue, id) {
   const path = `${queuePath(queue)}/jobs/${encodeURIComponent(id)}`;
   try {
+    const orNull = (error) => {
+      if (error instanceof Refused && error.status === 404) return null;
+      throw error;
+    };
     const [job, history] = await Promise.all([
-      api('GET', path).catch((error) => {
-        if (error instanceof Refused && error.status === 404) return null;
-        throw error;
-      }),
-      api('GET', `${path}/history`),
+      api('GET', path).catch(orNull),
+      api('GET', `${path}/history`).catch(orNull),
     ]);
-    return job === null ? { missing: true, events: history.events } : { job, events: history.events };
+    const events = history === null ? [] : history.events;
+    return job === null ? { missing: true, events } : { job, events };
   } catch (error) {
     if (error instanceof Refused && error.status === 400) return { invalid: error.message };
     throw error;

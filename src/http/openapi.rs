@@ -119,6 +119,7 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 6] = [
         "No such job or schedule: it never existed, or was acked or deleted",
         &[
             "job",
+            "history",
             "delete_job",
             "cancel",
             "ack",

@@ -152,11 +152,15 @@ async fn the_dlq_cancel_and_delete_are_in_the_history() {
 async fn a_queue_without_history_ms_keeps_none() {
     let app = spawn_app().await;
     app.enqueue("plain", json!({"id": "p", "task": "t"})).await;
+    assert_eq!(history(&app, "plain", "p").await, Vec::<Value>::new());
     let job = claim_as(&app, "plain", "w", 30000).await;
     app.ack("plain", &job).await;
-    assert_eq!(history(&app, "plain", "p").await, Vec::<Value>::new());
-    assert_eq!(
-        history(&app, "plain", "never-was").await,
-        Vec::<Value>::new()
-    );
+    // Gone, and nothing remembered: as unknown as a job that never was.
+    for id in ["p", "never-was"] {
+        let answer = app
+            .get(app.queue_url("plain", &format!("/jobs/{id}/history")))
+            .await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{answer:?}");
+        assert_eq!(answer.body["code"], "not_found", "{answer:?}");
+    }
 }

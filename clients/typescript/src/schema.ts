@@ -408,7 +408,8 @@ export interface paths {
          *     expiry with its error and where it put the job, and its end, oldest
          *     first, while its queue keeps histories (the setting `history_ms`: how
          *     long after its last event a history is kept, whatever became of the
-         *     job). An unknown job, or a queue that keeps none, answers an empty list.
+         *     job). A job that exists while its queue keeps none answers an empty
+         *     list; a job neither known nor remembered answers 404.
          */
         get: operations["history"];
         put?: never;
@@ -1153,7 +1154,7 @@ export interface components {
         HistoryView: {
             /**
              * @description Up to the last 100 events; empty when the queue keeps no history
-             *     (`history_ms` 0, the default), or it lapsed.
+             *     (`history_ms` 0, the default), or it lapsed, while the job exists.
              */
             events: components["schemas"]["EventView"][];
             id: string;
@@ -2921,6 +2922,7 @@ export interface operations {
             };
             400: components["responses"]["invalid_request"];
             401: components["responses"]["unauthorized"];
+            404: components["responses"]["not_found"];
             503: components["responses"]["backend_unavailable"];
         };
     };

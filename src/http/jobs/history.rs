@@ -23,7 +23,7 @@ use crate::queue::Event;
 pub struct HistoryView {
     id: String,
     /// Up to the last 100 events; empty when the queue keeps no history
-    /// (`history_ms` 0, the default), or it lapsed.
+    /// (`history_ms` 0, the default), or it lapsed, while the job exists.
     events: Vec<EventView>,
 }
 
@@ -73,7 +73,8 @@ impl From<Event> for EventView {
 /// expiry with its error and where it put the job, and its end, oldest
 /// first, while its queue keeps histories (the setting `history_ms`: how
 /// long after its last event a history is kept, whatever became of the
-/// job). An unknown job, or a queue that keeps none, answers an empty list.
+/// job). A job that exists while its queue keeps none answers an empty
+/// list; a job neither known nor remembered answers 404.
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/jobs/{id}/history", tag = "jobs",
     params(JobPath),

@@ -26,7 +26,7 @@ class HistoryView:
 
     Attributes:
         events (list[EventView]): Up to the last 100 events; empty when the queue keeps no history
-            (`history_ms` 0, the default), or it lapsed.
+            (`history_ms` 0, the default), or it lapsed, while the job exists.
         id (str):
     """
 

@@ -43,6 +43,11 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_401
 
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -77,7 +82,8 @@ def sync_detailed(
     expiry with its error and where it put the job, and its end, oldest
     first, while its queue keeps histories (the setting `history_ms`: how
     long after its last event a history is kept, whatever became of the
-    job). An unknown job, or a queue that keeps none, answers an empty list.
+    job). A job that exists while its queue keeps none answers an empty
+    list; a job neither known nor remembered answers 404.
 
     Args:
         queue (str):
@@ -115,7 +121,8 @@ def sync(
     expiry with its error and where it put the job, and its end, oldest
     first, while its queue keeps histories (the setting `history_ms`: how
     long after its last event a history is kept, whatever became of the
-    job). An unknown job, or a queue that keeps none, answers an empty list.
+    job). A job that exists while its queue keeps none answers an empty
+    list; a job neither known nor remembered answers 404.
 
     Args:
         queue (str):
@@ -148,7 +155,8 @@ async def asyncio_detailed(
     expiry with its error and where it put the job, and its end, oldest
     first, while its queue keeps histories (the setting `history_ms`: how
     long after its last event a history is kept, whatever became of the
-    job). An unknown job, or a queue that keeps none, answers an empty list.
+    job). A job that exists while its queue keeps none answers an empty
+    list; a job neither known nor remembered answers 404.
 
     Args:
         queue (str):
@@ -184,7 +192,8 @@ async def asyncio(
     expiry with its error and where it put the job, and its end, oldest
     first, while its queue keeps histories (the setting `history_ms`: how
     long after its last event a history is kept, whatever became of the
-    job). An unknown job, or a queue that keeps none, answers an empty list.
+    job). A job that exists while its queue keeps none answers an empty
+    list; a job neither known nor remembered answers 404.
 
     Args:
         queue (str):
