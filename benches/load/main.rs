@@ -371,7 +371,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
             )
             .await?;
             println!(
-                "# mix, {}: {} jobs/s, Redis CPU {:.1} µs/job, FCALL {:.1} µs/job ({:.1} in its commands, {:.1} Lua's own), prioq {:.1} µs/request, {:.2} requests/job, {:.2} function calls/job, {} errors",
+                "# mix, {}: {} jobs/s, Redis CPU {:.1} µs/job, FCALL {:.1} µs/job ({:.1} in its commands, {:.1} Lua's own), prioq {:.1} µs/request, {:.2} requests/job, {:.2} enqueued/job, {:.2} function calls/job, {} errors",
                 m.variant,
                 human(m.jobs_per_s),
                 m.redis_cpu_us_per_job,
@@ -380,6 +380,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
                 m.lua_us_per_job,
                 m.prioq_cpu_us_per_request,
                 m.requests_per_job,
+                m.enqueued_per_job,
                 m.fcalls_per_job,
                 m.errors
             );

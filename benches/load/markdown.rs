@@ -461,6 +461,7 @@ fn mix_table(md: &mut String, results: &Results) {
         ("variant", Left),
         ("jobs/s", Right),
         ("requests/job", Right),
+        ("enqueued/job", Right),
         ("function calls/job", Right),
         ("Redis CPU µs/job", Right),
         ("`FCALL` µs/job", Right),
@@ -474,6 +475,7 @@ fn mix_table(md: &mut String, results: &Results) {
             m.variant.clone(),
             human(m.jobs_per_s),
             format!("{:.2}", m.requests_per_job),
+            format!("{:.2}", m.enqueued_per_job),
             format!("{:.2}", m.fcalls_per_job),
             format!("{:.1}", m.redis_cpu_us_per_job),
             format!("{:.1}", m.fcall_us_per_job),
@@ -492,6 +494,7 @@ fn mix_table(md: &mut String, results: &Results) {
             human(b.jobs_per_s),
             "–".to_owned(),
             "–".to_owned(),
+            "–".to_owned(),
             format!("{:.1}", b.redis_cpu_us_per_job),
             format!("{:.1} (scripts)", b.redis_scripts_us_per_job),
             "–".to_owned(),
@@ -502,7 +505,7 @@ fn mix_table(md: &mut String, results: &Results) {
     }
     let _ = write!(
         md,
-        "\nThe realistic mix: ten priorities spread evenly, {} producers posting single jobs, {} workers long-polling (`wait_ms` 1000), from an empty queue:\n\n{}",
+        "\nThe realistic mix: ten priorities spread evenly, {} producers posting single jobs, {} workers long-polling (`wait_ms` 1000), from an empty queue, producers throttled to 256 jobs waiting or leased unless marked unthrottled:\n\n{}",
         crate::mix::PRODUCERS,
         crate::mix::WORKERS,
         table.text()

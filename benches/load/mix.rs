@@ -4,9 +4,14 @@
 //! ack as a request of its own or inside the next claim, the jobs spread
 //! over 100 groups, the clients split over two instances. Producers add a
 //! job only while fewer than `BACKLOG` are waiting or leased, so the queue
-//! stays near empty, as BullMQ's end to end beside it does. Per variant:
-//! jobs acked per second, Redis CPU and `FCALL` µs per job (the commands
-//! inside and Lua's own), and prioq's CPU per request.
+//! stays near empty, as BullMQ's end to end beside it does; two variants
+//! leave the producers unthrottled, as an outside load driver does (the
+//! queue then grows while producers outpace the workers), and one paces
+//! them to `PACED_JOBS_PER_S` in all, a load well under what prioq takes,
+//! as a slower driver sharing prioq's core gives it. Per variant:
+//! jobs acked per second, jobs enqueued per job acked, Redis CPU and
+//! `FCALL` µs per job (the commands inside and Lua's own), and prioq's CPU
+//! per request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +36,8 @@ const PRIORITIES: u64 = 10;
 const GROUPS: u64 = 100;
 /// Jobs added and not yet acked, at most.
 const BACKLOG: usize = 256;
+/// The paced variant's jobs per second, all producers together.
+const PACED_JOBS_PER_S: f64 = 4000.0;
 pub const QUEUE: &str = "bench-mix";
 
 /// One shape of the mix.
@@ -44,14 +51,23 @@ pub enum Variant {
     Groups,
     /// As `Single`, the clients split over two instances.
     TwoInstances,
+    /// As `Single`, the producers unthrottled.
+    Unthrottled,
+    /// As `AckInClaim`, the producers unthrottled.
+    UnthrottledAckInClaim,
+    /// As `Single`, the producers paced to `PACED_JOBS_PER_S`.
+    Paced,
 }
 
 impl Variant {
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 7] = [
         Self::Single,
         Self::AckInClaim,
         Self::Groups,
         Self::TwoInstances,
+        Self::Unthrottled,
+        Self::UnthrottledAckInClaim,
+        Self::Paced,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,7 +76,18 @@ impl Variant {
             Self::AckInClaim => "ack in the next claim",
             Self::Groups => "claim, then ack; 100 groups",
             Self::TwoInstances => "claim, then ack; two instances",
+            Self::Unthrottled => "claim, then ack; producers unthrottled",
+            Self::UnthrottledAckInClaim => "ack in the next claim; producers unthrottled",
+            Self::Paced => "claim, then ack; producers paced to 4,000 jobs/s",
         }
+    }
+
+    fn acks_in_claim(self) -> bool {
+        matches!(self, Self::AckInClaim | Self::UnthrottledAckInClaim)
+    }
+
+    fn throttled(self) -> bool {
+        !matches!(self, Self::Unthrottled | Self::UnthrottledAckInClaim)
     }
 }
 
@@ -70,6 +97,10 @@ pub struct MixResult {
     pub variant: String,
     pub jobs_per_s: f64,
     pub requests_per_job: f64,
+    /// Jobs enqueued per job acked in the window: 1 when the producers
+    /// keep pace with the workers, more while the queue grows.
+    #[serde(default)]
+    pub enqueued_per_job: f64,
     /// Function calls (`FCALL`) per job: how well the group commit gathers.
     #[serde(default)]
     pub fcalls_per_job: f64,
@@ -90,6 +121,7 @@ struct Shared {
     credits: Semaphore,
     /// Counted inside the window only.
     acked: AtomicU64,
+    enqueued: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
     last_error: std::sync::Mutex<Option<String>>,
@@ -147,13 +179,24 @@ async fn produce(shared: Arc<Shared>, index: usize) {
     let path = format!("/v1/queues/{QUEUE}/jobs");
     let authority = addr.to_string();
     let mut n = index as u64;
+    let mut pace = (shared.variant == Variant::Paced).then(|| {
+        let mut pace =
+            tokio::time::interval(Duration::from_secs_f64(PRODUCERS as f64 / PACED_JOBS_PER_S));
+        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        pace
+    });
     while !shared.stop.load(Ordering::Relaxed) {
-        let Ok(Ok(permit)) =
-            tokio::time::timeout(Duration::from_millis(100), shared.credits.acquire()).await
-        else {
-            continue;
-        };
-        permit.forget();
+        if let Some(pace) = &mut pace {
+            pace.tick().await;
+        }
+        if shared.variant.throttled() {
+            let Ok(Ok(permit)) =
+                tokio::time::timeout(Duration::from_millis(100), shared.credits.acquire()).await
+            else {
+                continue;
+            };
+            permit.forget();
+        }
         let group = match shared.variant {
             Variant::Groups => format!(r#","group":"g{}""#, n % GROUPS),
             _ => String::new(),
@@ -165,7 +208,12 @@ async fn produce(shared: Arc<Shared>, index: usize) {
         );
         n += PRODUCERS as u64;
         match con.send(&http1::post(&authority, &path, &body)).await {
-            Ok((201, _)) => shared.count(1, 0),
+            Ok((201, _)) => {
+                shared.count(1, 0);
+                if shared.measuring() {
+                    shared.enqueued.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             Ok((status, body)) => {
                 shared.error(format!(
                     "enqueue: {status} {}",
@@ -184,9 +232,10 @@ async fn work(shared: Arc<Shared>, index: usize) {
     let claim_path = format!("/v1/queues/{QUEUE}/claim");
     let mut held: Option<Leased> = None;
     while !shared.stop.load(Ordering::Relaxed) {
-        let acking = match shared.variant {
-            Variant::AckInClaim => held.take(),
-            _ => None,
+        let acking = if shared.variant.acks_in_claim() {
+            held.take()
+        } else {
+            None
         };
         let body = match &acking {
             Some(job) => format!(
@@ -219,7 +268,7 @@ async fn work(shared: Arc<Shared>, index: usize) {
         let Some(job) = claimed.jobs.into_iter().next() else {
             continue;
         };
-        if shared.variant == Variant::AckInClaim {
+        if shared.variant.acks_in_claim() {
             held = Some(job);
             continue;
         }
@@ -253,6 +302,7 @@ pub async fn run(
         instances,
         credits: Semaphore::new(BACKLOG),
         acked: AtomicU64::new(0),
+        enqueued: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         last_error: std::sync::Mutex::new(None),
@@ -289,6 +339,7 @@ pub async fn run(
         variant: variant.name().to_owned(),
         jobs_per_s: jobs / seconds,
         requests_per_job: requests / jobs,
+        enqueued_per_job: shared.enqueued.load(Ordering::Relaxed) as f64 / jobs,
         fcalls_per_job: (after.fcall.0 - before.fcall.0) as f64 / jobs,
         redis_cpu_us_per_job: (after.cpu_us - before.cpu_us) as f64 / jobs,
         fcall_us_per_job: fcall / jobs,
