@@ -135,9 +135,10 @@ impl Shared {
         self.measuring.load(Ordering::Relaxed)
     }
 
-    fn count(&self, requests: u64, acked: u64) {
+    fn count(&self, requests: u64, enqueued: u64, acked: u64) {
         if self.measuring() {
             self.requests.fetch_add(requests, Ordering::Relaxed);
+            self.enqueued.fetch_add(enqueued, Ordering::Relaxed);
             self.acked.fetch_add(acked, Ordering::Relaxed);
         }
     }
@@ -208,12 +209,7 @@ async fn produce(shared: Arc<Shared>, index: usize) {
         );
         n += PRODUCERS as u64;
         match con.send(&http1::post(&authority, &path, &body)).await {
-            Ok((201, _)) => {
-                shared.count(1, 0);
-                if shared.measuring() {
-                    shared.enqueued.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            Ok((201, _)) => shared.count(1, 1, 0),
             Ok((status, body)) => {
                 shared.error(format!(
                     "enqueue: {status} {}",
@@ -264,7 +260,7 @@ async fn work(shared: Arc<Shared>, index: usize) {
         };
         let acked = claimed.acked.iter().filter(|a| a.status == 204).count();
         shared.credits.add_permits(acked);
-        shared.count(1, acked as u64);
+        shared.count(1, 0, acked as u64);
         let Some(job) = claimed.jobs.into_iter().next() else {
             continue;
         };
@@ -277,7 +273,7 @@ async fn work(shared: Arc<Shared>, index: usize) {
         match con.send(&http1::post(&authority, &path, &body)).await {
             Ok((204, _)) => {
                 shared.credits.add_permits(1);
-                shared.count(1, 1);
+                shared.count(1, 0, 1);
             }
             Ok((status, _)) => shared.error(format!("ack: {status}")),
             Err(error) => shared.error(format!("ack: {error}")),

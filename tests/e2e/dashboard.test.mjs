@@ -477,6 +477,19 @@ describe('search and history', () => {
     assert.deepEqual(page.problems, []);
     await page.close();
   });
+
+  test('a deleted job\'s page says it is gone and still shows its history', async () => {
+    await prioq.api.expect(204, 'DELETE', '/v1/queues/searched/jobs/s-2');
+    const page = await openPage(browser);
+    await page.goto(`${prioq.base}${UI}#/queues/searched/jobs/s-2`);
+    await expectText(page.locator('#lookup-result'), /No job “s-2” in searched/);
+    const history = page.locator('#job-history li');
+    await history.nth(1).waitFor();
+    assert.deepEqual(await history.evaluateAll((items) => items.map((li) => li.dataset.event)),
+      ['enqueued', 'deleted']);
+    assert.deepEqual(page.problems.filter((problem) => !problem.includes('404')), []);
+    await page.close();
+  });
 });
 
 describe('completed jobs', () => {
