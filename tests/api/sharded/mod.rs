@@ -9,11 +9,14 @@
 //!   modules run) on a sharded one.
 //! - `reshard`: the number of shards changed only while the queue is empty.
 //! - `failover`: a primary's failover under load.
+//! - `slot_move`: a shard's slot moved to another primary under load, and
+//!   a move that goes back.
 
 mod failover;
 mod features;
 mod order;
 mod reshard;
+mod slot_move;
 mod spread;
 mod workers;
 

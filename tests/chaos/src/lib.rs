@@ -15,8 +15,11 @@
 //!   `tests/api/sharded/failover.rs`), recorded
 //!   through `run`'s client and read back through its final inventory,
 //!   for the checker to judge.
+//! - `slots`: a Redis Cluster slot moved between primaries under load
+//!   (the fault schedule's slot move, and the tests of it).
 
 pub mod checker;
 pub mod history;
 pub mod run;
 pub mod scenario;
+pub mod slots;

@@ -17,6 +17,7 @@ mod proxy;
 mod system;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,6 +103,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
         options.cluster,
     );
     let started = now_ms();
+    let mut fault_log = std::fs::File::create(options.dir.join("faults.log"))?;
     let mut clients = JoinSet::new();
     for n in 0..options.producers {
         clients.spawn(load::producer(ctx.clone(), options.seed, n));
@@ -118,7 +120,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
         if now_ms() - started >= duration_ms as i64 {
             break;
         }
+        let at = now_ms() - started;
         let applied = faults::apply_all(&mut system, &ctx, &faults).await?;
+        writeln!(
+            fault_log,
+            "{at:>7} ms to {:>7} ms  {faults:?} applied {applied:?}",
+            now_ms() - started
+        )?;
         if applied.len() == 2 {
             *tally.entry("two_at_once").or_default() += 1;
         }
@@ -135,8 +143,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     tokio::time::sleep(DRAIN).await;
     ctx.work.store(true, Ordering::Relaxed);
     while clients.join_next().await.is_some() {}
-    inventory(&ctx, &history_path).await?;
+    let unread = inventory(&ctx, &history_path).await?;
     recorder.flush()?;
+    if unread > 0 {
+        println!("{unread} jobs could not be read back; the Redis servers at the end:");
+        print!("{}", system.describe().await);
+    }
     drop(system);
 
     let ops = history::read(&history_path)?;
@@ -198,8 +210,9 @@ async fn setup(ctx: &Ctx) {
 }
 
 /// Reads back every job the history names (enqueued or leased), each
-/// until answered 200 or 404, into the history.
-pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()> {
+/// until answered 200 or 404 (ten tries), into the history; answers how
+/// many were never answered.
+pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<usize> {
     ctx.recorder.flush()?;
     let mut jobs = BTreeSet::new();
     for op in history::read(history_path)? {
@@ -214,6 +227,7 @@ pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()
         }
     }
     let jobs: Vec<_> = jobs.into_iter().collect();
+    let mut unread = 0;
     for chunk in jobs.chunks(32) {
         let mut reads = JoinSet::new();
         for (queue, id) in chunk {
@@ -246,15 +260,18 @@ pub async fn inventory(ctx: &Arc<Ctx>, history_path: &Path) -> anyhow::Result<()
                     ctx.recorder
                         .record("inventory", &queue, start, &answer, call);
                     if answered {
-                        return;
+                        return true;
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+                false
             });
         }
-        while reads.join_next().await.is_some() {}
+        while let Some(read) = reads.join_next().await {
+            unread += usize::from(!read.unwrap_or(false));
+        }
     }
-    Ok(())
+    Ok(unread)
 }
 
 /// A job's history's events (the queue keeps them), or `None` when the

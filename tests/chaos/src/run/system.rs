@@ -349,6 +349,37 @@ impl System {
         }
     }
 
+    /// Each Redis server's address, role and, on a cluster, its state and
+    /// its view of the nodes (slots, and slots being moved, as
+    /// `[slot->-node]`): to see why a read failed at the end.
+    pub async fn describe(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let url = node.url();
+            let role = role(&url).await.unwrap_or_else(|| "no answer".into());
+            out += &format!("{url} {role}\n");
+            if self.cluster.is_none() {
+                continue;
+            }
+            let Some(mut conn) = connection(&url).await else {
+                continue;
+            };
+            for words in [["CLUSTER", "INFO"], ["CLUSTER", "NODES"]] {
+                let text: String = redis::cmd(words[0])
+                    .arg(words[1])
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_else(|e| e.to_string());
+                for line in text.lines().filter(|l| {
+                    words[1] == "NODES" || l.starts_with("cluster_state") || l.contains("epoch")
+                }) {
+                    out += &format!("    {line}\n");
+                }
+            }
+        }
+        out
+    }
+
     /// Everything back to running: the primary up, every instance running and
     /// answering, no proxy delay.
     pub async fn heal(&mut self) -> anyhow::Result<()> {
