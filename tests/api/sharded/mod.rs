@@ -10,7 +10,7 @@
 //! - `reshard`: the number of shards changed only while the queue is empty.
 //! - `failover`: a primary's failover under load.
 //! - `slot_move`: a shard's slot moved to another primary under load, and
-//!   a move that goes back.
+//!   one left half moved for a while.
 
 mod failover;
 mod features;

@@ -1,15 +1,16 @@
 //! A Redis Cluster slot moved from one primary to another while clients
 //! use it, as an operator's resharding moves it: `CLUSTER SETSLOT`
-//! IMPORTING on the target and MIGRATING on the source, `MIGRATE` a few
-//! keys at a time, then `SETSLOT NODE` on every primary. Meanwhile a call
+//! IMPORTING on the target and MIGRATING on the source, `MIGRATE` of a
+//! few keys at a time, then `SETSLOT NODE` on every primary. Meanwhile a call
 //! whose keys are partly moved is refused with TRYAGAIN and one whose keys
 //! are all gone from the source is redirected with ASK.
 //!
-//! A move that cannot empty the source in time goes back: the keys moved
-//! so far return (`MIGRATE` runs on either side of an open slot) and both
-//! sides close the slot with `SETSLOT STABLE`. Neither way is a slot handed
-//! over or closed while keys of it lie on the side that does not own it:
-//! those keys would be lost to every client.
+//! A move that cannot empty the source in time is left open, its keys on
+//! both sides, and the same call again goes on with it. It cannot go back:
+//! the source, migrating, answers the restore of a key it lacks with ASK,
+//! and `SETSLOT NODE` to itself does not close a slot it holds keys of.
+//! Nor is a slot handed over or closed while keys of it lie on the side
+//! that does not own it: those keys would be lost to every client.
 
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub struct Migration {
     /// The pause between two `MIGRATE`s: calls meet the half-moved slot
     /// meanwhile.
     pub pause: Duration,
-    /// How long the keys may take to move before the move goes back.
+    /// How long the keys may take to move before the move is left open.
     pub timeout: Duration,
 }
 
@@ -134,7 +135,8 @@ async fn migrate_all(
     }
 }
 
-async fn connect(url: &str) -> anyhow::Result<MultiplexedConnection> {
+/// A connection to the server at `url`, made within two seconds.
+pub(crate) async fn connect(url: &str) -> anyhow::Result<MultiplexedConnection> {
     let client = redis::Client::open(url)?;
     Ok(tokio::time::timeout(
         Duration::from_secs(2),

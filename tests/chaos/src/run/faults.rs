@@ -64,7 +64,7 @@ pub enum Fault {
     Reshard { shards: u32, ms: u64 },
     /// On a cluster: a slot holding one of the sharded queue's shards
     /// moved to another primary, key by key (`CLUSTER SETSLOT` IMPORTING
-    /// and MIGRATING, `MIGRATE` of `MIGRATE_KEYS` keys at a time with `pause_ms`
+    /// and MIGRATING, `MIGRATE` of a few keys at a time with `pause_ms`
     /// between, then `SETSLOT NODE`), while claims run on it: calls meet
     /// ASK redirects and TRYAGAIN. `shard` picks the shard, modulo their
     /// number.

@@ -402,14 +402,7 @@ impl System {
 /// A connection to the Redis server at `url`, or `None` if it does not
 /// answer within two seconds.
 pub async fn connection(url: &str) -> Option<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(url).ok()?;
-    tokio::time::timeout(
-        Duration::from_secs(2),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .ok()?
-    .ok()
+    crate::slots::connect(url).await.ok()
 }
 
 /// The role (`master`, `slave`) the server at `url` answers.
