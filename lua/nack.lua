@@ -1,12 +1,13 @@
 -- nack: ends a lease without success: attempts + 1, then back to pending
 -- behind the jobs already waiting in its class (of its group), to
--- scheduled after a delay, or to the DLQ when asked or when its attempts
--- are used up; a job whose cancel was asked ends cancelled instead.
+-- scheduled after a delay (or its backoff), or to the DLQ when asked or
+-- when its attempts are used up; a job whose cancel was asked ends
+-- cancelled instead.
 -- KEYS: LIFE
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4]
---   lease token, ARGV[5] delay_ms, ARGV[6] '1' to dead-letter, ARGV[7] new
---   priority ('' keeps it), ARGV[8] '1' when ARGV[9] is an error text,
---   ARGV[9] error text
+--   lease token, ARGV[5] delay_ms ('' for the job's backoff), ARGV[6] '1'
+--   to dead-letter, ARGV[7] new priority ('' keeps it), ARGV[8] '1' when
+--   ARGV[9] is an error text, ARGV[9] error text
 -- Returns: the job's view.
 -- Errors: NOT_FOUND, LEASE_LOST, SEQUENCE_EXHAUSTED
 redis.register_function{

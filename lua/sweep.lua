@@ -1,7 +1,7 @@
 -- sweep: one pass of the sweeper over one queue. Takes back up to `batch`
 -- leases whose deadline has passed (attempts + 1, last error 'lease
--- expired', back to pending, or to the DLQ once attempts reach
--- max_attempts), ends up to `batch` waiting jobs whose expiry has come
+-- expired', back to pending, or scheduled for its backoff, or to the DLQ
+-- once attempts reach max_attempts), ends up to `batch` waiting jobs whose expiry has come
 -- (see `expire`), promotes up to `batch` due scheduled jobs, deletes up to
 -- `batch` completed jobs whose retention has ended, lets go up to `batch`
 -- dedup keys whose ttl has passed since their jobs ended, and looks at
@@ -45,7 +45,7 @@ redis.register_function{
     local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0
     for _, id in ipairs(overdue) do
-      local state = end_lease(c, id, now, 0, false, nil, 'lease expired', 'lease_expired')
+      local state = end_lease(c, id, now, nil, false, nil, 'lease expired', 'lease_expired')
       if state then taken = taken + 1 end
       if state == 'dead' then buried = buried + 1 end
     end

@@ -295,7 +295,7 @@ impl Pusher {
                 } else {
                     format!("push: {}", error_chain(&error))
                 };
-                return self.fail(queue, &id, &lease.token, 0, error, 0).await;
+                return self.fail(queue, &id, &lease.token, 0, error, None).await;
             }
         };
         if (200..300).contains(&status) {
@@ -319,11 +319,7 @@ impl Pusher {
         }
         let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
         let error = format!("push: HTTP {status}: {text}").trim_end().to_owned();
-        let delay_ms = if matches!(status, 429 | 503) {
-            retry_after.unwrap_or(0)
-        } else {
-            0
-        };
+        let delay_ms = retry_after.filter(|_| matches!(status, 429 | 503));
         self.fail(queue, &id, &lease.token, status, error, delay_ms)
             .await
     }
@@ -405,7 +401,8 @@ impl Pusher {
     }
 
     /// Nacks a failed delivery: the job is retried by the queue's rules
-    /// (after `delay_ms`, the answer's `Retry-After`, when it gave one).
+    /// (after `delay_ms`, the answer's `Retry-After`, when it gave one; else
+    /// after the job's backoff).
     async fn fail(
         &self,
         queue: &str,
@@ -413,7 +410,7 @@ impl Pusher {
         token: &str,
         status: u16,
         error: String,
-        delay_ms: u64,
+        delay_ms: Option<u64>,
     ) -> Delivery {
         let nack = Nack {
             delay_ms,

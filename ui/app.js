@@ -780,6 +780,8 @@ function renderLookup(current, found) {
   add('Group', 'group', job.group ?? text('span', 'none', 'muted'));
   add('Schedule', 'schedule', job.schedule);
   add('Attempts', 'attempts', `${job.attempts} of ${job.max_attempts}`);
+  add('Backoff', 'backoff', job.backoff && (job.backoff.type === 'exponential'
+    ? `${job.backoff.delay_ms} ms, doubling with each failure` : `${job.backoff.delay_ms} ms after each failure`));
   add('Enqueued', 'enqueued_at', relative(job.enqueued_at), job.enqueued_at);
   add('Runs at', 'run_at', job.run_at && relative(job.run_at), job.run_at);
   add('Expires', 'expires_at', job.expires_at && relative(job.expires_at), job.expires_at);

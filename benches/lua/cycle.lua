@@ -19,8 +19,8 @@ local bench_ids = 0
 
 -- The arguments a job takes beyond the first eight: `PER_JOB`, from
 -- lua/lib/enqueue.lua, of the library this is appended to (8 before
--- expiry, 9 with it, 10 with dedup keys, 11 with dependencies), left
--- empty.
+-- expiry, 9 with it, 10 with dedup keys, 11 with dependencies, 12 with
+-- backoffs), left empty.
 local BENCH_EXTRA = {}
 for i = 1, PER_JOB - 8 do
   BENCH_EXTRA[i] = ''

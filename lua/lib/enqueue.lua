@@ -3,14 +3,16 @@
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
 -- number of jobs (followed by '!' when the request is admitted whatever
--- the queue's max_pending: see `admit`) and eleven ARGV per job: id, priority, delay_ms,
+-- the queue's max_pending: see `admit`) and twelve ARGV per job: id, priority, delay_ms,
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
 -- queue's), body (see the record format), in a sharded queue its
 -- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
 -- for none, else expires_in_ms, followed by ':drop' when on_expiry is
 -- drop; its dedup ('' for none, else "<d|r><ttl ms>:<key>"); and its
 -- dependencies ('' for none, else "<d|i>" then each ref "<queue>/<id>",
--- after '=' when it is in this slot, space-separated; see lib/deps.lua).
+-- after '=' when it is in this slot, space-separated; see lib/deps.lua);
+-- and its backoff ('' for none, else "<f|e><delay ms>": fixed or
+-- exponential).
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created ({'made', view} when created waiting for
 -- dependencies), else the view of the job already known under its id.
@@ -21,7 +23,7 @@
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
-local PER_JOB = 11
+local PER_JOB = 12
 
 -- Reads the section that starts at `at`: the requests (request r's jobs
 -- start at `firsts[r]` in ARGV, are `counts[r]`, and have `before[r]` jobs
@@ -187,16 +189,23 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
     local prio, delay, max = int_of(argv[from + 1]), int_of(argv[from + 2]), int_of(argv[base + 3])
     local group = argv[base + 4] ~= '' and argv[base + 4] or nil
     local retain = int_of(argv[base + 5]) or c.settings.retain_ms
+    local backoff = argv[base + 11]
+    if backoff ~= '' then
+      backoff = int_of(string.sub(backoff, 2)) * 2 + (string.sub(backoff, 1, 1) == 'e' and 1 or 0)
+    else
+      backoff = nil
+    end
     note(c, id, now, 'enqueued ' .. decimal(prio))
     -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
-    -- group, retention, schedule (`c.schedule`: set by `fire`)
+    -- group, retention, schedule (`c.schedule`: set by `fire`), backoff
     records[#records + 1] = id
     local schedule = c.schedule
     records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0)
-        + (schedule and HAS_SCHEDULE or 0))
+        + (schedule and HAS_SCHEDULE or 0) + (backoff and HAS_BACKOFF or 0))
       .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
       .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
       .. (schedule and (small_varint(#schedule) .. schedule) or '')
+      .. (backoff and varint(backoff) or '')
       .. argv[from + 6]
     local expiry = argv[base + 8]
     if expiry ~= '' then

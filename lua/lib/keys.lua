@@ -202,7 +202,6 @@
 local SPAN_BITS = 44
 local SPAN = 2 ^ SPAN_BITS
 local SCORE_FORMAT = '0x%xp-' .. SPAN_BITS
-local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 local NONE = {}
 -- The mark of `meta`, kept in its field `layout` (the field's name stays
 -- for the queues older versions listed). Its text names the marks of

@@ -526,8 +526,8 @@ local function ack_all(c, argv, first, last, now)
 end
 
 -- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
--- pending (or scheduled after `delay`), or to the DLQ when `bury` is set or
--- its attempts are used up. `prio` (optional) moves it to another class;
+-- pending (or scheduled after `delay`, nil for the job's backoff), or to
+-- the DLQ when `bury` is set or its attempts are used up. `prio` (optional) moves it to another class;
 -- `error` (optional) becomes its last error. A job whose expiry has come
 -- is not delivered again: it goes to the DLQ with the last error
 -- 'expired', whatever its on_expiry (it ran, and failed). `event` names
@@ -556,6 +556,7 @@ local function end_lease(c, id, now, delay, bury, prio, error, event)
     if deadline <= now then bury, job.error = true, 'expired' end
   end
   local state = 'pending'
+  delay = delay or backoff_delay(job)
   if bury or job.attempts >= job.max then
     state = 'dead'
   elseif delay > 0 then

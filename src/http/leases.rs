@@ -290,10 +290,10 @@ pub async fn extend(
 pub struct NackRequest {
     #[schema(min_length = 1, max_length = 200)]
     lease_token: String,
-    /// Keep the job scheduled this long before it is claimable again.
-    #[serde(default)]
+    /// Keep the job scheduled this long before it is claimable again;
+    /// default the job's `backoff` (none: 0).
     #[schema(maximum = 2_592_000_000_u64)]
-    delay_ms: u64,
+    delay_ms: Option<u64>,
     /// Kept as the job's `last_error`; up to 2000 characters.
     #[schema(max_length = 2000)]
     error: Option<String>,
@@ -308,7 +308,8 @@ pub struct NackRequest {
 /// Nack a job.
 ///
 /// `attempts` goes up by one; the job goes back to `pending` behind the jobs
-/// already waiting in its priority (or `scheduled` with `delay_ms`), or to
+/// already waiting in its priority (or `scheduled` with `delay_ms`, or
+/// without it for the job's `backoff`), or to
 /// `dead` when `dead` is true or its attempts reach `max_attempts`.
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/jobs/{id}/nack", tag = "leases",
@@ -324,7 +325,9 @@ pub async fn nack(
     JsonBody(request): JsonBody<NackRequest>,
 ) -> Result<axum::Json<JobView>> {
     check_token("lease_token", &request.lease_token)?;
-    check_delay("delay_ms", request.delay_ms)?;
+    if let Some(delay_ms) = request.delay_ms {
+        check_delay("delay_ms", delay_ms)?;
+    }
     if let Some(error) = &request.error
         && error.chars().count() > MAX_ERROR_CHARS
     {

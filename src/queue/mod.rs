@@ -43,8 +43,8 @@ pub use exchange::{
     Known, OutgoingJob, Route, exchange_answers, exchange_command,
 };
 pub use job::{
-    After, Dedup, Dependencies, Dependency, Event, Expiry, Job, JobOptions, JobState, Lease,
-    NewJob, Outcome, is_job_id,
+    After, Backoff, Dedup, Dependencies, Dependency, Event, Expiry, Job, JobOptions, JobState,
+    Lease, NewJob, Outcome, is_job_id,
 };
 pub use jobs::claim::ClaimOptions;
 pub use jobs::enqueue::Enqueued;

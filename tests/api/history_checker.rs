@@ -7,7 +7,7 @@
 //! granted at 40 ran from 40 to 50), as on one machine.
 
 use prioq_chaos::checker::{RULES, check};
-use prioq_chaos::history::{AckEntry, Call, Event, Lease, Op, Outcome};
+use prioq_chaos::history::{AckEntry, Backoff, Call, Event, Lease, Op, Outcome};
 use serde_json::{Value, json};
 
 fn op(op: u64, queue: &str, (start_ms, end_ms): (i64, i64), outcome: Outcome, call: Call) -> Op {
@@ -45,6 +45,7 @@ fn enqueue(
         created: None,
         answered: None,
         replaced: false,
+        backoff: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
 }
@@ -104,6 +105,20 @@ fn claim(
         skipped: Vec::new(),
     };
     op(n, queue, (at, at + 10), Outcome::Ok, call)
+}
+
+/// A nack sending `delay_ms` (`None`: none), answered with the job's
+/// attempts, state and `run_at`.
+fn nack(id: &str, token: &str, delay_ms: Option<u64>, answer: (u32, &str, Option<i64>)) -> Call {
+    let (attempts, state, run_at) = answer;
+    Call::Nack {
+        id: id.into(),
+        token: token.into(),
+        delay_ms,
+        attempts: Some(attempts),
+        state: Some(state.into()),
+        run_at,
+    }
 }
 
 fn result(token: &str) -> Value {
@@ -181,11 +196,7 @@ fn clean() -> Vec<Op> {
             "main",
             (100, 110),
             Outcome::Ok,
-            Call::Nack {
-                id: "b".into(),
-                token: "tb".into(),
-                delay_ms: 0,
-            },
+            nack("b", "tb", Some(0), (1, "pending", None)),
         ),
         claim(10, "main", ("b", 1, "g1", 1, 25), "tc", 120, 1000),
         op(11, "main", (140, 150), Outcome::Ok, claim_acking_b),
@@ -465,6 +476,95 @@ fn a_dependant_handed_out_before_its_dependency_was_acked_is_reported() {
     assert_eq!(broken(&history), ["released_early"]);
 }
 
+/// r, on a queue of its own, backs off 100 ms doubling: nacked without a
+/// delay after its grant at 1040 it is due at 1170 (at least 1140), and
+/// after its grant at 1200 at 1420 (at least 1400); claimed at 1450.
+fn backing_off() -> Vec<Op> {
+    let mut history = clean();
+    let mut enqueue = enqueue(50, "retry", "r", 0, "g1", 1000, Outcome::Ok);
+    if let Call::Enqueue { backoff, .. } = &mut enqueue.call {
+        *backoff = Some(Backoff {
+            delay_ms: 100,
+            exponential: true,
+        });
+    }
+    history.push(enqueue);
+    history.push(claim(
+        51,
+        "retry",
+        ("r", 0, "g1", 0, 1002),
+        "tr1",
+        1040,
+        1000,
+    ));
+    let first = nack("r", "tr1", None, (1, "scheduled", Some(1170)));
+    history.push(op(52, "retry", (1060, 1065), Outcome::Ok, first));
+    history.push(claim(
+        53,
+        "retry",
+        ("r", 0, "g1", 1, 1002),
+        "tr2",
+        1200,
+        1000,
+    ));
+    let second = nack("r", "tr2", None, (2, "scheduled", Some(1420)));
+    history.push(op(54, "retry", (1210, 1215), Outcome::Ok, second));
+    history.push(claim(
+        55,
+        "retry",
+        ("r", 0, "g1", 2, 1002),
+        "tr3",
+        1450,
+        1000,
+    ));
+    history.push(ack(56, "retry", "r", "tr3", 1470));
+    history.push(read(
+        57,
+        "retry",
+        "r",
+        Some("completed"),
+        1002,
+        Some(result("tr3")),
+    ));
+    history
+}
+
+#[test]
+fn a_job_handed_out_before_its_backoff_passed_is_reported() {
+    assert_eq!(broken(&backing_off()), Vec::<&str>::new());
+    // Handed out before the due time its nack answered.
+    let mut history = backing_off();
+    replace(
+        &mut history,
+        claim(55, "retry", ("r", 0, "g1", 2, 1002), "tr3", 1410, 1000),
+    );
+    assert_eq!(broken(&history), ["retried_early"]);
+    // Due after a wait that did not double (100 ms, not 200).
+    let mut history = backing_off();
+    let undoubled = nack("r", "tr2", None, (2, "scheduled", Some(1320)));
+    replace(
+        &mut history,
+        op(54, "retry", (1210, 1215), Outcome::Ok, undoubled),
+    );
+    assert_eq!(broken(&history), ["retried_early"]);
+    // Back to pending at once, owing its backoff.
+    let mut history = backing_off();
+    let at_once = nack("r", "tr1", None, (1, "pending", None));
+    replace(
+        &mut history,
+        op(52, "retry", (1060, 1065), Outcome::Ok, at_once),
+    );
+    assert_eq!(broken(&history), ["retried_early"]);
+    // A nack's own delay wins: 0 sends it back to pending.
+    let mut history = backing_off();
+    let own = nack("r", "tr1", Some(0), (1, "pending", None));
+    replace(
+        &mut history,
+        op(52, "retry", (1060, 1065), Outcome::Ok, own),
+    );
+    assert_eq!(broken(&history), Vec::<&str>::new());
+}
+
 /// h expires at 450 (by Redis's clock, here the runner's): pending
 /// meanwhile, it is no witness for the order rules; handed out at 440 it
 /// breaks nothing, at 460 it is reported.
@@ -702,6 +802,7 @@ fn every_rule_has_a_planted_violation() {
         "fifo_order",
         "cap_exceeded",
         "expired_delivered",
+        "retried_early",
         "cancelled_delivered_again",
         "released_early",
         "dedup_key_held_twice",
@@ -785,11 +886,7 @@ fn kept(claimed: &[(u64, &str)]) -> Vec<Op> {
         720,
         60_000,
     ));
-    let nack = Call::Nack {
-        id: "h".into(),
-        token: "t-h-5".into(),
-        delay_ms: 0,
-    };
+    let nack = nack("h", "t-h-5", Some(0), (1, "pending", None));
     history.push(op(73, "kept", (740, 741), Outcome::Ok, nack));
     history.push(claim(
         74,

@@ -10,6 +10,7 @@
 mod support;
 
 mod aging;
+mod backoff;
 mod batching;
 mod bounded;
 mod cancel;

@@ -432,7 +432,8 @@ export interface paths {
         /**
          * Nack a job.
          * @description `attempts` goes up by one; the job goes back to `pending` behind the jobs
-         *     already waiting in its priority (or `scheduled` with `delay_ms`), or to
+         *     already waiting in its priority (or `scheduled` with `delay_ms`, or
+         *     without it for the job's `backoff`), or to
          *     `dead` when `dead` is true or its attempts reach `max_attempts`.
          */
         post: operations["nack"];
@@ -731,6 +732,28 @@ export interface components {
             status: number;
         };
         /**
+         * @description How a backoff's wait grows with the failures.
+         * @enum {string}
+         */
+        BackoffKind: "fixed" | "exponential";
+        /**
+         * @description A job's backoff: after its n-th failed attempt it is `scheduled` for
+         *     `delay_ms` (`fixed`) or `delay_ms × 2^(n−1)` (`exponential`, at most 30
+         *     days) before it is pending again. A nack's own `delay_ms` (0 too) wins.
+         * @example {
+         *       "delay_ms": 1000,
+         *       "type": "exponential"
+         *     }
+         */
+        BackoffSpec: {
+            /**
+             * Format: int64
+             * @description 1 to 2592000000 (30 days): the first failure's wait.
+             */
+            delay_ms: number;
+            type: components["schemas"]["BackoffKind"];
+        };
+        /**
          * @description Why a job is cancelled; the body may be left out.
          * @example {
          *       "reason": "the customer closed the order"
@@ -988,6 +1011,7 @@ export interface components {
             after?: string[] | null;
             /** @description Any JSON value, kept as sent; default `{}`. */
             args?: unknown;
+            backoff?: components["schemas"]["BackoffSpec"] | null;
             dedup?: components["schemas"]["DedupRequest"] | null;
             /**
              * Format: int64
@@ -1217,6 +1241,7 @@ export interface components {
              * @description Deliveries that ended without an ack.
              */
             attempts: number;
+            backoff?: components["schemas"]["BackoffSpec"] | null;
             /** @description The reason its cancel gave; null when none. */
             cancel_reason?: string | null;
             /**
@@ -1321,9 +1346,10 @@ export interface components {
             dead?: boolean;
             /**
              * Format: int64
-             * @description Keep the job scheduled this long before it is claimable again.
+             * @description Keep the job scheduled this long before it is claimable again;
+             *     default the job's `backoff` (none: 0).
              */
-            delay_ms?: number;
+            delay_ms?: number | null;
             /** @description Kept as the job's `last_error`; up to 2000 characters. */
             error?: string | null;
             lease_token: string;

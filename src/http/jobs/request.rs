@@ -2,7 +2,7 @@
 //! which a schedule's job shares; what the request becomes is a
 //! `NewJob`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::objects;
 use crate::http::params::{QueueName, is_job_id};
 use crate::otel::TraceHeaders;
-use crate::queue::{After, Dedup, Expiry, JobOptions, MAX_RETAIN_MS, NewJob};
+use crate::queue::{After, Backoff, Dedup, Expiry, JobOptions, MAX_RETAIN_MS, NewJob};
 
 const MAX_TASK_CHARS: usize = 200;
 const MAX_DELAY_MS: u64 = 2_592_000_000;
@@ -103,6 +103,62 @@ pub struct EnqueueRequest {
     /// naming the dependency) or `ignore` (it counts as finished). Only
     /// with `after`.
     on_dependency_failure: Option<OnDependencyFailure>,
+    /// How long the job waits after a failed attempt (a nack without
+    /// `delay_ms`, or a lease that expired) before it may be claimed
+    /// again; none: at once.
+    backoff: Option<BackoffSpec>,
+}
+
+/// A job's backoff: after its n-th failed attempt it is `scheduled` for
+/// `delay_ms` (`fixed`) or `delay_ms × 2^(n−1)` (`exponential`, at most 30
+/// days) before it is pending again. A nack's own `delay_ms` (0 too) wins.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"type": "exponential", "delay_ms": 1000}))]
+pub struct BackoffSpec {
+    #[serde(rename = "type")]
+    kind: BackoffKind,
+    /// 1 to 2592000000 (30 days): the first failure's wait.
+    #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
+    delay_ms: u64,
+}
+
+/// How a backoff's wait grows with the failures.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BackoffKind {
+    /// The same wait after every failure.
+    Fixed,
+    /// The wait doubles with each failure.
+    Exponential,
+}
+
+impl BackoffSpec {
+    fn checked(self, field: &str) -> Result<Backoff> {
+        if !(1..=MAX_DELAY_MS).contains(&self.delay_ms) {
+            return Err(ApiError::validation(
+                format!("{field}backoff.delay_ms"),
+                "must be 1 to 2592000000 (30 days)",
+            ));
+        }
+        Ok(Backoff {
+            delay_ms: self.delay_ms,
+            exponential: matches!(self.kind, BackoffKind::Exponential),
+        })
+    }
+}
+
+impl From<Backoff> for BackoffSpec {
+    fn from(backoff: Backoff) -> Self {
+        Self {
+            kind: if backoff.exponential {
+                BackoffKind::Exponential
+            } else {
+                BackoffKind::Fixed
+            },
+            delay_ms: backoff.delay_ms,
+        }
+    }
 }
 
 /// What a failed dependency does to the job that waits for it.
@@ -229,6 +285,10 @@ impl EnqueueRequest {
             }),
         };
         let dedup = self.dedup.map(|dedup| dedup.checked(field)).transpose()?;
+        let backoff = self
+            .backoff
+            .map(|backoff| backoff.checked(field))
+            .transpose()?;
         let after = match (self.after, self.on_dependency_failure) {
             (None, None) => None,
             (None, Some(_)) => {
@@ -261,6 +321,7 @@ impl EnqueueRequest {
                 retain_ms: self.retain_ms,
                 expiry,
                 dedup,
+                backoff,
             },
             after,
             trace: None,
@@ -346,6 +407,7 @@ pub(crate) fn scheduled_job(
         dedup: None,
         after: None,
         on_dependency_failure: None,
+        backoff: None,
     }
     .into_new_job("", "", default_max_attempts)
 }

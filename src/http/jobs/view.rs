@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
+use super::request::BackoffSpec;
 use crate::queue::{Enqueued, Job, JobState, Lease, Outcome};
 
 /// The jobs of a batch enqueue, in request order.
@@ -45,6 +46,9 @@ pub struct JobView {
     /// The schedule whose fire time made the job (fired jobs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// Its wait after a failed attempt (jobs enqueued with one only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<BackoffSpec>,
     pub state: StateName,
     /// Deliveries that ended without an ack.
     pub attempts: u32,
@@ -141,6 +145,7 @@ impl JobView {
             priority: job.priority,
             group: job.group,
             schedule: job.schedule,
+            backoff: job.backoff.map(BackoffSpec::from),
             state: match job.state {
                 JobState::Pending => StateName::Pending,
                 JobState::Scheduled => StateName::Scheduled,

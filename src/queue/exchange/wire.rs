@@ -69,7 +69,7 @@ type RawExchange = (
 
 /// Adds one enqueue request's jobs to a call (the enqueue part's section
 /// wire format): their number (marked `!` when `admission` admits it
-/// whatever the queue's `max_pending`), then eleven arguments per job. `sharded` holds,
+/// whatever the queue's `max_pending`), then twelve arguments per job. `sharded` holds,
 /// in a sharded queue's call, the next arrival number of the call for the
 /// jobs that have none of their own; outside one, jobs have none.
 pub(crate) fn push_jobs(
@@ -111,7 +111,11 @@ pub(crate) fn push_jobs(
                 let mode = if dedup.replace { 'r' } else { 'd' };
                 format!("{mode}{}:{}", dedup.ttl_ms, dedup.key)
             }))
-            .arg(job.after.as_deref().unwrap_or(""));
+            .arg(job.after.as_deref().unwrap_or(""))
+            .arg(options.backoff.map_or_else(String::new, |backoff| {
+                let kind = if backoff.exponential { 'e' } else { 'f' };
+                format!("{kind}{}", backoff.delay_ms)
+            }));
     }
 }
 

@@ -4,7 +4,7 @@
 use redis::{self, FromRedisValue, Value};
 use serde_json::value::RawValue;
 
-use super::{Dependencies, Dependency, Job, JobState, Lease, Outcome};
+use super::{Backoff, Dependencies, Dependency, Job, JobState, Lease, Outcome};
 use crate::otel::TraceHeaders;
 use crate::queue::store::record::Record;
 
@@ -86,6 +86,10 @@ impl Job {
             progress: None,
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
+            backoff: record.backoff.map(|(delay_ms, exponential)| Backoff {
+                delay_ms,
+                exponential,
+            }),
             expires_at_ms: None,
             dedup_key: None,
             cancel: None,
@@ -212,6 +216,7 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
+            backoff: None,
             trace: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,

@@ -95,6 +95,8 @@ pub struct Job {
     pub group: Option<String>,
     /// The schedule that made the job.
     pub schedule: Option<String>,
+    /// How long it waits after a failed attempt.
+    pub backoff: Option<Backoff>,
     /// When the job, not claimed by then, is no longer delivered; until
     /// it ends.
     pub expires_at_ms: Option<i64>,
@@ -153,6 +155,8 @@ pub struct JobOptions {
     pub retain_ms: Option<u64>,
     pub expiry: Option<Expiry>,
     pub dedup: Option<Dedup>,
+    /// How long it waits before its next attempt after a failure.
+    pub backoff: Option<Backoff>,
 }
 
 /// The options of an enqueue that sets none, as the API takes it (but
@@ -167,8 +171,19 @@ impl Default for JobOptions {
             retain_ms: None,
             expiry: None,
             dedup: None,
+            backoff: None,
         }
     }
+}
+
+/// How long a job waits, after a failed attempt (a nack without
+/// `delay_ms`, or a lease that expired), before it may be claimed again:
+/// `delay_ms` each time, or, when `exponential`, `delay_ms` doubled with
+/// each failure after the first (at most 30 days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub delay_ms: u64,
+    pub exponential: bool,
 }
 
 /// When a job not claimed by then is never delivered, and what becomes of
@@ -229,6 +244,7 @@ impl NewJob {
             progress: None,
             group: options.group,
             schedule: None,
+            backoff: options.backoff,
             expires_at_ms: options
                 .expiry
                 .map(|expiry| now.saturating_add(i64::try_from(expiry.in_ms).unwrap_or(i64::MAX))),

@@ -15,7 +15,8 @@ use crate::queue::store::library::{Function, LIBRARY};
 /// How a worker gives a job back.
 #[derive(Debug, Clone, Default)]
 pub struct Nack {
-    pub delay_ms: u64,
+    /// How long the job stays scheduled; `None` for its backoff (none: 0).
+    pub delay_ms: Option<u64>,
     pub error: Option<String>,
     pub dead: bool,
     pub priority: Option<u8>,
@@ -69,7 +70,7 @@ impl Broker {
                 let mut cmd = LIBRARY.call(Function::Nack, &shards.of(id).keys);
                 cmd.arg(id)
                     .arg(token)
-                    .arg(nack.delay_ms)
+                    .arg(nack.delay_ms.map(|ms| ms.to_string()).unwrap_or_default())
                     .arg(if nack.dead { "1" } else { "0" })
                     .arg(nack.priority.map(|p| p.to_string()).unwrap_or_default())
                     .arg(if nack.error.is_some() { "1" } else { "0" })

@@ -28,6 +28,25 @@ pub enum Outcome {
     Unknown,
 }
 
+/// A job's backoff, as an enqueue sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backoff {
+    pub delay_ms: u64,
+    pub exponential: bool,
+}
+
+impl Backoff {
+    /// The wait after the job's `attempts`-th failed attempt, as prioq
+    /// computes it (doubling, at most 30 days).
+    pub fn wait_ms(self, attempts: u32) -> u64 {
+        if !self.exponential {
+            return self.delay_ms;
+        }
+        let doublings = attempts.saturating_sub(1).min(32);
+        (self.delay_ms << doublings).min(2_592_000_000)
+    }
+}
+
 /// One operation of the history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {
@@ -98,6 +117,9 @@ pub enum Call {
         /// enqueue's task, args and priority.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replaced: bool,
+        /// Its backoff, as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backoff: Option<Backoff>,
     },
     Claim {
         worker: String,
@@ -128,7 +150,17 @@ pub enum Call {
     Nack {
         id: String,
         token: String,
-        delay_ms: u64,
+        /// As sent; `None`: not sent (the job's backoff applies).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delay_ms: Option<u64>,
+        /// What an answer ok said: the job's attempts and state, and when
+        /// it is due (`scheduled` only), by Redis's clock.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempts: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_at: Option<i64>,
     },
     /// A cancel, and the state it answered (`cancelled`, or `processing`
     /// for a running job asked to stop).

@@ -21,7 +21,7 @@ use crate::checker::{Violation, check};
 use crate::history::{self, AckEntry, Call, Lease, Op, Outcome};
 use crate::run;
 use crate::run::client::{Answer, Recorder, now_ms, parse_time, send};
-use crate::run::load::{Ctx, RETAIN_MS, leases, skipped_shards};
+use crate::run::load::{Ctx, RETAIN_MS, leases, nack_call, skipped_shards};
 
 /// How long a client retries one request.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -161,6 +161,7 @@ impl Scenario {
                     created: a.body["created"].as_bool(),
                     answered: a.body["id"].as_str().map(str::to_owned),
                     replaced: false,
+                    backoff: None,
                 }
             })
             .await;
@@ -261,10 +262,8 @@ impl Scenario {
             "lease_token": lease.token, "delay_ms": delay_ms, "error": error, "dead": dead,
         });
         let path = format!("/jobs/{}/nack", lease.id);
-        self.retrying(worker, queue, ("nack", &path, &body), |_| Call::Nack {
-            id: lease.id.clone(),
-            token: lease.token.clone(),
-            delay_ms,
+        self.retrying(worker, queue, ("nack", &path, &body), |a| {
+            nack_call(&lease.id, &lease.token, Some(delay_ms), a)
         })
         .await
     }

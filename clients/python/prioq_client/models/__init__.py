@@ -5,6 +5,8 @@ from .ack_many_request import AckManyRequest
 from .ack_many_response import AckManyResponse
 from .ack_request import AckRequest
 from .ack_result import AckResult
+from .backoff_kind import BackoffKind
+from .backoff_spec import BackoffSpec
 from .cancel_request import CancelRequest
 from .claim_request import ClaimRequest
 from .claim_response import ClaimResponse
@@ -56,6 +58,8 @@ __all__ = (
     "AckManyResponse",
     "AckRequest",
     "AckResult",
+    "BackoffKind",
+    "BackoffSpec",
     "CancelRequest",
     "ClaimRequest",
     "ClaimResponse",

@@ -10,6 +10,7 @@ from ..models.on_expiry import OnExpiry
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.backoff_spec import BackoffSpec
     from ..models.dedup_request import DedupRequest
 
 
@@ -32,6 +33,7 @@ class EnqueueRequest:
             `completed`, then `pending` (or `scheduled`, its delay counted from
             then). A ref to no job answers 422 and nothing is enqueued. Example: ['fetch-1', 'images/resize-7'].
         args (Any | Unset): Any JSON value, kept as sent; default `{}`.
+        backoff (BackoffSpec | None | Unset):
         dedup (DedupRequest | None | Unset):
         delay_ms (int | Unset): Keep the job scheduled (not claimable) this long; at most 30 days.
         expires_in_ms (int | None | Unset): A job not claimed within this long is never delivered: 1 to
@@ -52,6 +54,7 @@ class EnqueueRequest:
     task: str
     after: list[str] | None | Unset = UNSET
     args: Any | Unset = UNSET
+    backoff: BackoffSpec | None | Unset = UNSET
     dedup: DedupRequest | None | Unset = UNSET
     delay_ms: int | Unset = UNSET
     expires_in_ms: int | None | Unset = UNSET
@@ -64,6 +67,7 @@ class EnqueueRequest:
     retain_ms: int | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.backoff_spec import BackoffSpec  # noqa: PLC0415
         from ..models.dedup_request import DedupRequest  # noqa: PLC0415
 
         task = self.task
@@ -78,6 +82,14 @@ class EnqueueRequest:
             after = self.after
 
         args = self.args
+
+        backoff: dict[str, Any] | None | Unset
+        if isinstance(self.backoff, Unset):
+            backoff = UNSET
+        elif isinstance(self.backoff, BackoffSpec):
+            backoff = self.backoff.to_dict()
+        else:
+            backoff = self.backoff
 
         dedup: dict[str, Any] | None | Unset
         if isinstance(self.dedup, Unset):
@@ -148,6 +160,8 @@ class EnqueueRequest:
             field_dict["after"] = after
         if args is not UNSET:
             field_dict["args"] = args
+        if backoff is not UNSET:
+            field_dict["backoff"] = backoff
         if dedup is not UNSET:
             field_dict["dedup"] = dedup
         if delay_ms is not UNSET:
@@ -173,6 +187,7 @@ class EnqueueRequest:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.backoff_spec import BackoffSpec  # noqa: PLC0415
         from ..models.dedup_request import DedupRequest  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -196,6 +211,23 @@ class EnqueueRequest:
         after = _parse_after(d.pop("after", UNSET))
 
         args = d.pop("args", UNSET)
+
+        def _parse_backoff(data: object) -> BackoffSpec | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                backoff_type_0 = BackoffSpec.from_dict(data)
+
+                return backoff_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(BackoffSpec | None | Unset, data)
+
+        backoff = _parse_backoff(d.pop("backoff", UNSET))
 
         def _parse_dedup(data: object) -> DedupRequest | None | Unset:
             if data is None:
@@ -301,6 +333,7 @@ class EnqueueRequest:
             task=task,
             after=after,
             args=args,
+            backoff=backoff,
             dedup=dedup,
             delay_ms=delay_ms,
             expires_in_ms=expires_in_ms,

@@ -10,6 +10,7 @@ from ..models.state_name import StateName
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.backoff_spec import BackoffSpec
     from ..models.dependency_view import DependencyView
     from ..models.trace_view import TraceView
 
@@ -39,6 +40,7 @@ class JobView:
         queue (str):
         state (StateName): Where a job is in its life.
         task (str):
+        backoff (BackoffSpec | None | Unset):
         cancel_reason (None | str | Unset): The reason its cancel gave; null when none.
         completed_at (None | str | Unset): When the job was acked or cancelled (completed and cancelled jobs
             only).
@@ -89,6 +91,7 @@ class JobView:
     queue: str
     state: StateName
     task: str
+    backoff: BackoffSpec | None | Unset = UNSET
     cancel_reason: None | str | Unset = UNSET
     completed_at: None | str | Unset = UNSET
     created: bool | None | Unset = UNSET
@@ -113,6 +116,7 @@ class JobView:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.backoff_spec import BackoffSpec  # noqa: PLC0415
         from ..models.trace_view import TraceView  # noqa: PLC0415
 
         args = self.args
@@ -134,6 +138,14 @@ class JobView:
         state = self.state.value
 
         task = self.task
+
+        backoff: dict[str, Any] | None | Unset
+        if isinstance(self.backoff, Unset):
+            backoff = UNSET
+        elif isinstance(self.backoff, BackoffSpec):
+            backoff = self.backoff.to_dict()
+        else:
+            backoff = self.backoff
 
         cancel_reason: None | str | Unset
         if isinstance(self.cancel_reason, Unset):
@@ -275,6 +287,8 @@ class JobView:
                 "task": task,
             }
         )
+        if backoff is not UNSET:
+            field_dict["backoff"] = backoff
         if cancel_reason is not UNSET:
             field_dict["cancel_reason"] = cancel_reason
         if completed_at is not UNSET:
@@ -322,6 +336,7 @@ class JobView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.backoff_spec import BackoffSpec  # noqa: PLC0415
         from ..models.dependency_view import DependencyView  # noqa: PLC0415
         from ..models.trace_view import TraceView  # noqa: PLC0415
 
@@ -345,6 +360,23 @@ class JobView:
         state = StateName(d.pop("state"))
 
         task = d.pop("task")
+
+        def _parse_backoff(data: object) -> BackoffSpec | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                backoff_type_0 = BackoffSpec.from_dict(data)
+
+                return backoff_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(BackoffSpec | None | Unset, data)
+
+        backoff = _parse_backoff(d.pop("backoff", UNSET))
 
         def _parse_cancel_reason(data: object) -> None | str | Unset:
             if data is None:
@@ -546,6 +578,7 @@ class JobView:
             queue=queue,
             state=state,
             task=task,
+            backoff=backoff,
             cancel_reason=cancel_reason,
             completed_at=completed_at,
             created=created,

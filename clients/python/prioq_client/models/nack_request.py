@@ -20,14 +20,15 @@ class NackRequest:
     Attributes:
         lease_token (str):
         dead (bool | Unset): Dead-letter the job now.
-        delay_ms (int | Unset): Keep the job scheduled this long before it is claimable again.
+        delay_ms (int | None | Unset): Keep the job scheduled this long before it is claimable again;
+            default the job's `backoff` (none: 0).
         error (None | str | Unset): Kept as the job's `last_error`; up to 2000 characters.
         priority (int | None | Unset): Requeue at this priority instead of the job's own.
     """
 
     lease_token: str
     dead: bool | Unset = UNSET
-    delay_ms: int | Unset = UNSET
+    delay_ms: int | None | Unset = UNSET
     error: None | str | Unset = UNSET
     priority: int | None | Unset = UNSET
 
@@ -36,7 +37,11 @@ class NackRequest:
 
         dead = self.dead
 
-        delay_ms = self.delay_ms
+        delay_ms: int | None | Unset
+        if isinstance(self.delay_ms, Unset):
+            delay_ms = UNSET
+        else:
+            delay_ms = self.delay_ms
 
         error: None | str | Unset
         if isinstance(self.error, Unset):
@@ -75,7 +80,14 @@ class NackRequest:
 
         dead = d.pop("dead", UNSET)
 
-        delay_ms = d.pop("delay_ms", UNSET)
+        def _parse_delay_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        delay_ms = _parse_delay_ms(d.pop("delay_ms", UNSET))
 
         def _parse_error(data: object) -> None | str | Unset:
             if data is None:

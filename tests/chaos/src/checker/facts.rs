@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::history::{Call, Lease, Op, Outcome};
+use crate::history::{Backoff, Call, Lease, Op, Outcome};
 
 /// A job: its queue and id.
 pub type JobKey<'h> = (&'h str, &'h str);
@@ -136,6 +136,14 @@ impl<'h> JobFacts<'h> {
     pub fn expires_at(&self) -> Option<i64> {
         self.made().find_map(|op| match &op.call {
             Call::Enqueue { expires_at, .. } => *expires_at,
+            _ => None,
+        })
+    }
+
+    /// The backoff its enqueues asked for (they all send the same body).
+    pub fn backoff(&self) -> Option<Backoff> {
+        self.enqueues.iter().find_map(|op| match &op.call {
+            Call::Enqueue { backoff, .. } => *backoff,
             _ => None,
         })
     }

@@ -74,6 +74,13 @@ pub const RULES: &[Rule] = &[
         check: expired_delivered,
     },
     Rule {
+        name: "retried_early",
+        promise: "a job a nack scheduled (its delay_ms, or without one the job's backoff \
+                  for the attempts it answered) is not handed out again before that wait \
+                  has passed since the nacked lease's grant",
+        check: retried_early,
+    },
+    Rule {
         name: "cancelled_delivered_again",
         promise: "a job whose cancel was answered ok is never handed out again",
         check: cancelled_delivered_again,
@@ -628,6 +635,80 @@ fn expired_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                     [lease.claim.op],
                 ));
             }
+        }
+    }
+    out
+}
+
+/// Each nack answered ok against the wait it owed: its `delay_ms`, or
+/// without one the job's backoff for the attempts it answered. The nack
+/// came after the nacked lease's grant, so its `run_at` is no earlier than
+/// that grant plus the wait, and no later lease of the job was granted
+/// before that `run_at` (all by Redis's clock); a nack that owed a wait
+/// and answered `pending` broke it. Jobs with a dedup key are left out: a
+/// replace sets their delay again.
+fn retried_early(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for op in facts.ops.iter().filter(|op| op.outcome == Outcome::Ok) {
+        let Call::Nack {
+            id,
+            token,
+            delay_ms,
+            attempts,
+            state,
+            run_at,
+        } = &op.call
+        else {
+            continue;
+        };
+        let Some(job) = facts.jobs.get(&(op.queue.as_str(), id.as_str())) else {
+            continue;
+        };
+        let wait = match (delay_ms, job.backoff(), attempts) {
+            (Some(ms), ..) => *ms,
+            (None, Some(backoff), Some(n)) => backoff.wait_ms(*n),
+            _ => 0,
+        };
+        let Some(nacked) = leases_of(facts, job).find(|lease| lease.lease.token == *token) else {
+            continue;
+        };
+        if wait == 0 || job.dedup().is_some() {
+            continue;
+        }
+        let due = nacked.granted_at + i64::try_from(wait).unwrap_or(i64::MAX);
+        match (state.as_deref(), *run_at) {
+            (Some("scheduled"), Some(run_at)) => {
+                if run_at < due {
+                    out.push(Violation::new(
+                        format!(
+                            "{}: {id} nacked (op {}) due at {run_at}, before its lease's grant \
+                             at {} plus its wait of {wait} ms",
+                            op.queue, op.op, nacked.granted_at
+                        ),
+                        [nacked.claim.op, op.op],
+                    ));
+                }
+                for lease in leases_of(facts, job) {
+                    if lease.granted_at > nacked.granted_at && lease.granted_at < run_at {
+                        out.push(Violation::new(
+                            format!(
+                                "{}: {id} handed out at {} (op {}), before the {run_at} its \
+                                 nack (op {}) answered",
+                                op.queue, lease.granted_at, lease.claim.op, op.op
+                            ),
+                            [op.op, lease.claim.op],
+                        ));
+                    }
+                }
+            }
+            (Some("pending"), _) => out.push(Violation::new(
+                format!(
+                    "{}: {id} nacked (op {}) back to pending, owing a wait of {wait} ms",
+                    op.queue, op.op
+                ),
+                [op.op],
+            )),
+            _ => {}
         }
     }
     out

@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::client::{Answer, Recorder, now_ms, parse_time, send};
-use crate::history::{AckEntry, Call, Lease, Outcome};
+use crate::history::{AckEntry, Backoff, Call, Lease, Outcome};
 
 /// The uncapped queue, the capped one, one split over `SHARDS` shards,
 /// and one whose number of shards the faults change while it runs (its
@@ -167,11 +167,25 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                     rng.random_bool(0.33),
                 )
             });
+        // A backoff on a fifth of the jobs without a key (a replace would
+        // set its delay again).
+        let backoff = (dedup.is_none() && rng.random_bool(0.2)).then(|| Backoff {
+            delay_ms: rng.random_range(50..400),
+            exponential: rng.random_bool(0.5),
+        });
         let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
             "args": {"by": id},
         });
+        if let Some(backoff) = backoff {
+            let kind = if backoff.exponential {
+                "exponential"
+            } else {
+                "fixed"
+            };
+            body["backoff"] = json!({"type": kind, "delay_ms": backoff.delay_ms});
+        }
         if !after.is_empty() {
             body["after"] = json!(after);
         }
@@ -202,6 +216,7 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         created: a.body["created"].as_bool(),
                         answered: a.body["id"].as_str().map(str::to_owned),
                         replaced: a.body["replaced"].as_bool() == Some(true),
+                        backoff,
                     },
                 )
                 .await;
@@ -249,6 +264,7 @@ async fn plain_enqueue(ctx: &Ctx, rng: &mut StdRng, process: &str, id: &str) {
                     created: a.body["created"].as_bool(),
                     answered: a.body["id"].as_str().map(str::to_owned),
                     replaced: false,
+                    backoff: None,
                 },
             )
             .await;
@@ -379,20 +395,19 @@ pub async fn worker(ctx: Arc<Ctx>, seed: u64, n: u64, queue: &'static str) {
                     ack(&ctx, &mut rng, &process, queue, &job, &result).await;
                 }
                 Fate::Nack => {
-                    let delay_ms = [0, 0, 300][rng.random_range(0..3)];
-                    let body =
-                        json!({"lease_token": job.token, "delay_ms": delay_ms, "error": "chaos"});
+                    // Without a delay a third of the time: the job's backoff.
+                    let delay_ms = [None, Some(0), Some(300)][rng.random_range(0..3)];
+                    let mut body = json!({"lease_token": job.token, "error": "chaos"});
+                    if let Some(ms) = delay_ms {
+                        body["delay_ms"] = json!(ms);
+                    }
                     let path = format!("/jobs/{}/nack", job.id);
                     ctx.call(
                         &mut rng,
                         &process,
                         queue,
                         (Method::POST, &path, Some(&body)),
-                        |_| Call::Nack {
-                            id: job.id.clone(),
-                            token: job.token.clone(),
-                            delay_ms,
-                        },
+                        |a| nack_call(&job.id, &job.token, delay_ms, a),
                     )
                     .await;
                 }
@@ -465,6 +480,24 @@ async fn extend(
 }
 
 /// The shards a claim's answer says it skipped.
+/// A nack of `id`'s lease `token` with `delay_ms` (`None`: not sent), and
+/// what its answer said of the job.
+pub fn nack_call(id: &str, token: &str, delay_ms: Option<u64>, answer: &Answer) -> Call {
+    let ok = answer.outcome == Outcome::Ok;
+    let body = &answer.body;
+    Call::Nack {
+        id: id.to_owned(),
+        token: token.to_owned(),
+        delay_ms,
+        attempts: body["attempts"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|_| ok),
+        state: body["state"].as_str().map(str::to_owned).filter(|_| ok),
+        run_at: parse_time(&body["run_at"]).filter(|_| ok),
+    }
+}
+
 pub fn skipped_shards(body: &Value) -> Vec<u32> {
     body["skipped_shards"]
         .as_array()

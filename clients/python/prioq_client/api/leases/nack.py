@@ -112,7 +112,8 @@ def sync_detailed(
     """Nack a job.
 
      `attempts` goes up by one; the job goes back to `pending` behind the jobs
-    already waiting in its priority (or `scheduled` with `delay_ms`), or to
+    already waiting in its priority (or `scheduled` with `delay_ms`, or
+    without it for the job's `backoff`), or to
     `dead` when `dead` is true or its attempts reach `max_attempts`.
 
     Args:
@@ -152,7 +153,8 @@ def sync(
     """Nack a job.
 
      `attempts` goes up by one; the job goes back to `pending` behind the jobs
-    already waiting in its priority (or `scheduled` with `delay_ms`), or to
+    already waiting in its priority (or `scheduled` with `delay_ms`, or
+    without it for the job's `backoff`), or to
     `dead` when `dead` is true or its attempts reach `max_attempts`.
 
     Args:
@@ -187,7 +189,8 @@ async def asyncio_detailed(
     """Nack a job.
 
      `attempts` goes up by one; the job goes back to `pending` behind the jobs
-    already waiting in its priority (or `scheduled` with `delay_ms`), or to
+    already waiting in its priority (or `scheduled` with `delay_ms`, or
+    without it for the job's `backoff`), or to
     `dead` when `dead` is true or its attempts reach `max_attempts`.
 
     Args:
@@ -225,7 +228,8 @@ async def asyncio(
     """Nack a job.
 
      `attempts` goes up by one; the job goes back to `pending` behind the jobs
-    already waiting in its priority (or `scheduled` with `delay_ms`), or to
+    already waiting in its priority (or `scheduled` with `delay_ms`, or
+    without it for the job's `backoff`), or to
     `dead` when `dead` is true or its attempts reach `max_attempts`.
 
     Args:
