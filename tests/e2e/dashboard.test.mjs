@@ -27,7 +27,7 @@ before(async () => {
   await api.kill('emails', 'bounce-2', 'template "welcome" not found');
   await api.enqueue('emails', {
     id: 'welcome-1', task: 'send_email', args: { to: 'a@example.com' }, priority: 0, expires_in_ms: 1800000,
-    dedup: { key: 'welcome:user-42' },
+    dedup: { key: 'welcome:user-42' }, backoff: { type: 'exponential', delay_ms: 5000 },
   });
   [processing] = await api.claim('emails', 'mailer-7', { lease_ms: 600000 });
   assert.equal(processing.id, 'welcome-1');
@@ -230,7 +230,7 @@ describe('a queue', () => {
     await page.close();
   });
 
-  test('finds a processing job by id, with its worker, lease, fence, expiry and dedup key', async () => {
+  test('finds a processing job by id, with its worker, lease, fence, expiry, dedup key and backoff', async () => {
     const page = await openPage(browser);
     await page.goto(`${prioq.base}${UI}#/queues/emails`);
     await page.getByLabel('Job id').fill('welcome-1');
@@ -246,6 +246,7 @@ describe('a queue', () => {
     assert.equal(await job.locator('[data-field="expires_at"]').getAttribute('title'), processing.expires_at);
     await expectText(job.locator('[data-field="dedup_key"]'), 'welcome:user-42');
     await expectText(job.locator('[data-field="attempts"]'), '0 of 5');
+    await expectText(job.locator('[data-field="backoff"]'), '5000 ms, doubling with each failure');
     assert.match(page.url(), /#\/queues\/emails\/jobs\/welcome-1$/);
     await screenshot(page, 'job');
 
