@@ -26,8 +26,8 @@ pub enum Fault {
     /// SIGSTOP to an instance, SIGCONT after `ms`.
     InstancePause { instance: usize, ms: u64 },
     /// A primary killed (on a cluster, the `primary`-th one now, modulo
-    /// their number), started again after `down_ms` from its append-only
-    /// file.
+    /// their number) once its append-only file holds every write it took
+    /// (see `aof_settled`), started again after `down_ms` from that file.
     RedisRestart { primary: usize, down_ms: u64 },
     /// `CLIENT KILL TYPE normal` on every primary: every instance's
     /// connections dropped.
@@ -284,9 +284,11 @@ async fn start(system: &mut System, ctx: &Ctx, fault: Fault) -> anyhow::Result<O
             if primaries.is_empty() {
                 return Ok(None);
             }
-            system
-                .kill_redis(&primaries[primary % primaries.len()])
-                .await;
+            let target = &primaries[primary % primaries.len()];
+            if !aof_settled(target).await {
+                return Ok(None);
+            }
+            system.kill_redis(target).await;
             Undo::StartRedis
         }
         Fault::ClientKill => {
@@ -539,6 +541,43 @@ async fn command(url: &str, words: &[&str]) -> bool {
         cmd.arg(*word);
     }
     cmd.query_async::<redis::Value>(&mut conn).await.is_ok()
+}
+
+/// How long a restart waits for its Redis's AOF to hold what it was sent.
+const AOF_SETTLE: Duration = Duration::from_secs(15);
+
+/// Whether the Redis at `url` has its AOF holding every write it took (no
+/// rewrite running or waiting), waiting up to [`AOF_SETTLE`] for it. A
+/// replica that synced in full (after its primary restarted) turns its
+/// AOF on again through a rewrite, and writes until that rewrite ends are
+/// in memory only: killed then (promoted meanwhile by a failover), it
+/// comes back from its older AOF without them. That is Redis's own limit,
+/// which no client can work around; a restart waits it out, or is not
+/// applied.
+async fn aof_settled(url: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + AOF_SETTLE;
+    loop {
+        if let Some(mut conn) = connection(url).await
+            && let Ok(info) = redis::cmd("INFO")
+                .arg("persistence")
+                .query_async::<String>(&mut conn)
+                .await
+        {
+            let settled = ["aof_rewrite_in_progress", "aof_rewrite_scheduled", "loading"]
+                .iter()
+                .all(|field| {
+                    info.lines()
+                        .any(|line| line.trim() == format!("{field}:0"))
+                });
+            if settled {
+                return true;
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn used_memory(url: &str) -> Option<u64> {
