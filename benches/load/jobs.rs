@@ -35,7 +35,6 @@ pub fn stored_record(args: &str, now_ms: i64) -> Vec<u8> {
         group: None,
         retain_ms: 0,
         schedule: None,
-        backoff: None,
         trace: None,
         task: TASK,
         args,

@@ -11,8 +11,8 @@
 -- drop; its dedup ('' for none, else "<d|r><ttl ms>:<key>"); and its
 -- dependencies ('' for none, else "<d|i>" then each ref "<queue>/<id>",
 -- after '=' when it is in this slot, space-separated; see lib/deps.lua);
--- and its backoff ('' for none, else "<f|e><delay ms>": fixed or
--- exponential).
+-- and its backoff ('' for none, else its `backoff` entry, see
+-- lib/keys.lua).
 -- Answers, one request after the other, a status and then, when it is
 -- 'OK', per job 1 when created ({'made', view} when created waiting for
 -- dependencies), else the view of the job already known under its id.
@@ -189,23 +189,16 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
     local prio, delay, max = int_of(argv[from + 1]), int_of(argv[from + 2]), int_of(argv[base + 3])
     local group = argv[base + 4] ~= '' and argv[base + 4] or nil
     local retain = int_of(argv[base + 5]) or c.settings.retain_ms
-    local backoff = argv[base + 11]
-    if backoff ~= '' then
-      backoff = int_of(string.sub(backoff, 2)) * 2 + (string.sub(backoff, 1, 1) == 'e' and 1 or 0)
-    else
-      backoff = nil
-    end
     note(c, id, now, 'enqueued ' .. decimal(prio))
     -- flags, priority, attempts 0, max_attempts, enqueued_at, delay,
-    -- group, retention, schedule (`c.schedule`: set by `fire`), backoff
+    -- group, retention, schedule (`c.schedule`: set by `fire`)
     records[#records + 1] = id
     local schedule = c.schedule
     records[#records + 1] = small_varint((group and HAS_GROUP or 0) + (retain > 0 and HAS_RETAIN or 0)
-        + (schedule and HAS_SCHEDULE or 0) + (backoff and HAS_BACKOFF or 0))
+        + (schedule and HAS_SCHEDULE or 0))
       .. small_varint(prio) .. '\0' .. small_varint(max) .. now_varint .. (delay == 0 and '\0' or varint(delay))
       .. (group and (small_varint(#group) .. group) or '') .. (retain > 0 and varint(retain) or '')
       .. (schedule and (small_varint(#schedule) .. schedule) or '')
-      .. (backoff and varint(backoff) or '')
       .. argv[from + 6]
     local expiry = argv[base + 8]
     if expiry ~= '' then
@@ -218,6 +211,11 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
       w.expiry[#w.expiry + 1] = deadline .. mode
       w.expiry_due[#w.expiry_due + 1] = deadline
       w.expiry_due[#w.expiry_due + 1] = id
+    end
+    if argv[base + 11] ~= '' then
+      w.backoff = w.backoff or {}
+      w.backoff[#w.backoff + 1] = id
+      w.backoff[#w.backoff + 1] = argv[base + 11]
     end
     if argv[base + 10] ~= '' then
       w.depends = w.depends or {}
@@ -304,6 +302,10 @@ local function enqueue_all(c, argv, enqueues, now, out)
     redis.call('HSET', q.expiry, unpack(w.expiry))
     redis.call('ZADD', q.expiry_due, unpack(w.expiry_due))
     add(c, 'expiring', #w.expiry / 2)
+  end
+  if w.backoff then
+    redis.call('HSET', q.backoff, unpack(w.backoff))
+    add(c, 'backing_off', #w.backoff / 2)
   end
   if w.dedup and #w.dedup > 0 then
     redis.call('HSET', q.dedup, unpack(w.dedup))

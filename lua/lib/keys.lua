@@ -55,6 +55,9 @@
 --                     each job enqueued with expires_in_ms, until it ends
 --                     (out of the record, so that a record reads the same
 --                     to every version of prioq)
+--   backoff    hash   id -> "<f|e><delay ms>" of each job enqueued with a
+--                     backoff (fixed, or doubling with each failure), until
+--                     it ends (out of the record, like `expiry`)
 --   expiry:due zset   id -> its deadline (ms), for those of them waiting
 --                     (pending or scheduled): a claim and a sweep move
 --                     the jobs whose deadline has come out from its front
@@ -113,6 +116,7 @@
 --                       ending need not look there when it is empty
 --                     expiring: the entries in `expiry`, so that calls
 --                       on a queue without any need not look there
+--                     backing_off: the entries in `backoff`, likewise
 --                     keyed: the entries in `dedup:of`, likewise
 --                     cancelling: the entries in `cancels`, likewise
 --                     depending: the entries in `after`, likewise;

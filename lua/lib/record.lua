@@ -1,10 +1,13 @@
--- A job's record: varints, decoding and encoding, its group, retention
--- and backoff; the score of a pending job, its class and tag.
+-- A job's record: varints, decoding and encoding, its group and
+-- retention; the score of a pending job, its class and tag.
 
 -- The record's flags: the header is followed by the last error, the
--- group, the retention, the schedule and the backoff, each when its bit is
--- set (see src/queue/store/record.rs).
-local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE, HAS_BACKOFF = 1, 2, 4, 8, 16
+-- group, the retention and the schedule, each when its bit is set (see
+-- src/queue/store/record.rs). A new option of a job is kept out of the
+-- record, in a key of its own: an older version of prioq running beside
+-- this one would drop a field it does not know from every record it
+-- rewrites, and read it as the start of the body.
+local HAS_ERROR, HAS_GROUP, HAS_RETAIN, HAS_SCHEDULE = 1, 2, 4, 8
 
 -- A whole number as Redis should store it: Lua would print large ones in
 -- exponent form.
@@ -105,7 +108,6 @@ local function decode(record)
   if math.floor(flags / 2) % 2 == 1 then job.group, pos = read_text(record, pos) end
   if math.floor(flags / 4) % 2 == 1 then job.retain, pos = read_varint(record, pos) end
   if math.floor(flags / 8) % 2 == 1 then job.schedule, pos = read_text(record, pos) end
-  if math.floor(flags / 16) % 2 == 1 then job.backoff, pos = read_varint(record, pos) end
   job.body = string.sub(record, pos)
   return job
 end
@@ -113,7 +115,7 @@ end
 local function encode(job)
   local bytes, texts = {}, {}
   put_varint(bytes, (job.error and HAS_ERROR or 0) + (job.group and HAS_GROUP or 0) + (job.retain and HAS_RETAIN or 0)
-    + (job.schedule and HAS_SCHEDULE or 0) + (job.backoff and HAS_BACKOFF or 0))
+    + (job.schedule and HAS_SCHEDULE or 0))
   put_varint(bytes, job.prio)
   put_varint(bytes, job.attempts)
   put_varint(bytes, job.max)
@@ -131,24 +133,8 @@ local function encode(job)
     texts[#texts + 1] = varint(#job.schedule)
     texts[#texts + 1] = job.schedule
   end
-  if job.backoff then texts[#texts + 1] = varint(job.backoff) end
   texts[#texts + 1] = job.body
   return table.concat(texts)
-end
-
--- The longest a backoff waits (ms): 30 days.
-local MAX_BACKOFF_MS = 2592000000
-
--- How long a job waits after its latest failed attempt (`job.attempts`
--- counts it): its backoff's delay, doubled for each failure after the
--- first when it doubles (the record keeps delay × 2, plus 1 then); 0
--- without one.
-local function backoff_delay(job)
-  local backoff = job.backoff
-  if not backoff then return 0 end
-  local delay = math.floor(backoff / 2)
-  if backoff % 2 == 0 then return delay end
-  return math.min(delay * 2 ^ math.min(job.attempts - 1, 32), MAX_BACKOFF_MS)
 end
 
 -- The group of a record, or nil, without decoding the rest.

@@ -20,6 +20,9 @@ local function ended(c, ids, now, removed, outcome, results)
   if number(c, 'progress') > 0 then
     add(c, 'progress', -redis.call('HDEL', c.q.progress, unpack(ids)))
   end
+  if number(c, 'backing_off') > 0 then
+    add(c, 'backing_off', -redis.call('HDEL', c.q.backoff, unpack(ids)))
+  end
   if number(c, 'expiring') > 0 then
     local gone = redis.call('HDEL', c.q.expiry, unpack(ids))
     if gone > 0 then
@@ -306,9 +309,10 @@ end
 -- none), `expiry` entry, the dedup key it holds, its `cancels` entry, its
 -- dependencies (see `dependencies_of`), its dependants (see
 -- `dependants_of`)}; false for each part the job does not have.
-local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel, after, dependants)
+local function job_reply(id, record, state, at, lease, progress, result, expiry, key, cancel, after, dependants,
+                         backoff)
   return {id, record, state, at or false, lease or false, progress or false, result or false, expiry or false,
-    key or false, cancel or false, after or false, dependants or false}
+    key or false, cancel or false, after or false, dependants or false, backoff or false}
 end
 
 -- Up to DEPENDANTS_SHOWN of the jobs that wait for job `id` and have not
@@ -349,7 +353,7 @@ end
 -- The reply for one job (see job_reply), read from wherever it is. Needs
 -- q.jobs, q.processing, q.scheduled, q.dead, q.completed, q.leases,
 -- q.results, q.progress, q.expiry, q.dedup_of, q.cancels, q.waiting,
--- q.after, q.after_left and q.after_done.
+-- q.after, q.after_left, q.after_done and q.backoff.
 -- The state of job `id` (known to exist), and the score of its entry in
 -- `processing`, `scheduled` or `dead` (else false).
 local function state_of(q, id)
@@ -376,7 +380,7 @@ local function view(q, id)
   local after = redis.call('HGET', q.after, id)
   return job_reply(id, record, state, at, redis.call('HGET', q.leases, id), redis.call('HGET', q.progress, id), result,
     redis.call('HGET', q.expiry, id), redis.call('HGET', q.dedup_of, id), cancel, after and dependencies_of(q, id, after),
-    dependants_of(q, id))
+    dependants_of(q, id), redis.call('HGET', q.backoff, id))
 end
 
 -- The token of a `leases` entry.
@@ -525,10 +529,25 @@ local function ack_all(c, argv, first, last, now)
   return statuses
 end
 
+-- The longest a backoff waits (ms): 30 days.
+local MAX_BACKOFF_MS = 2592000000
+
+-- How long job `id` waits after its `attempts`-th failed attempt: its
+-- `backoff` entry's delay, doubled for each failure after the first when
+-- the entry says `e`; 0 without one.
+local function backoff_delay(c, id, attempts)
+  local entry = number(c, 'backing_off') > 0 and redis.call('HGET', c.q.backoff, id)
+  if not entry then return 0 end
+  local delay = tonumber(string.sub(entry, 2))
+  if string.sub(entry, 1, 1) ~= 'e' then return delay end
+  return math.min(delay * 2 ^ math.min(attempts - 1, 32), MAX_BACKOFF_MS)
+end
+
 -- Ends a lease: the job leaves processing, attempts + 1, and it goes back to
 -- pending (or scheduled after `delay`, nil for the job's backoff), or to
--- the DLQ when `bury` is set or its attempts are used up. `prio` (optional) moves it to another class;
--- `error` (optional) becomes its last error. A job whose expiry has come
+-- the DLQ when `bury` is set or its attempts are used up. `prio`
+-- (optional) moves it to another class; `error` (optional) becomes its
+-- last error. A job whose expiry has come
 -- is not delivered again: it goes to the DLQ with the last error
 -- 'expired', whatever its on_expiry (it ran, and failed). `event` names
 -- the end in the job's history ('nacked', 'lease_expired'). Answers the
@@ -556,7 +575,7 @@ local function end_lease(c, id, now, delay, bury, prio, error, event)
     if deadline <= now then bury, job.error = true, 'expired' end
   end
   local state = 'pending'
-  delay = delay or backoff_delay(job)
+  delay = delay or backoff_delay(c, id, job.attempts)
   if bury or job.attempts >= job.max then
     state = 'dead'
   elseif delay > 0 then

@@ -8,9 +8,11 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use prioq::queue::store::record::Record;
+
 use crate::support::app::configure;
 use crate::support::clock::{ms_of, now_ms};
-use crate::support::{TestApp, spawn_app};
+use crate::support::{TestApp, redis_connection, spawn_app};
 
 /// Nacks `job` with `body` (its lease token added) and answers the job's
 /// view, with this machine's clock (Redis's: it runs here) read just
@@ -89,6 +91,35 @@ async fn a_sharded_queues_jobs_back_off_alike() {
     check_exponential_backoff(&app, "q").await;
 }
 
+/// A batch takes each entry's backoff as single enqueues would, on a
+/// queue split over shards too (the batch split by shard on the way).
+#[tokio::test]
+async fn a_batch_gives_each_job_its_own_backoff() {
+    let app = spawn_app().await;
+    configure(&app, "q", json!({"shards": 3})).await;
+    let jobs: Vec<Value> = (0..6)
+        .map(|i| {
+            let mut job = json!({"task": "t", "id": format!("b{i}")});
+            if i % 2 == 0 {
+                job["backoff"] = json!({"type": "fixed", "delay_ms": 100 + i});
+            }
+            job
+        })
+        .collect();
+    let answer = app
+        .post(app.queue_url("q", "/jobs/batch"), json!({"jobs": jobs}))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    for (i, sent) in jobs.iter().enumerate() {
+        let id = format!("b{i}");
+        let answered = &answer.body["jobs"][i];
+        let read = app.job("q", &id).await.body;
+        assert_eq!(answered["id"], id.as_str());
+        assert_eq!(answered.get("backoff"), sent.get("backoff"), "{answered}");
+        assert_eq!(read.get("backoff"), sent.get("backoff"), "{read}");
+    }
+}
+
 #[tokio::test]
 async fn a_lease_that_expired_waits_the_fixed_backoff_and_a_job_without_one_does_not() {
     let app = spawn_app().await;
@@ -118,6 +149,75 @@ async fn a_lease_that_expired_waits_the_fixed_backoff_and_a_job_without_one_does
         .await;
     assert_eq!(plain["state"], "pending", "{plain}");
     assert!(plain.get("backoff").is_none(), "{plain}");
+}
+
+/// The raw record of job `id` of `queue`, from Redis.
+async fn record(app: &TestApp, queue: &str, id: &str) -> Vec<u8> {
+    let jobs = app
+        .snapshot()
+        .await
+        .into_keys()
+        .find(|key| key.contains(&format!("{{{queue}}}")) && key.ends_with(":jobs"))
+        .expect("the jobs hash");
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    redis::cmd("HGET")
+        .arg(jobs)
+        .arg(id)
+        .query_async(&mut conn)
+        .await
+        .expect("a record")
+}
+
+/// A backoff lives beside the record, not in it: an older version of
+/// prioq running beside this one during a rolling upgrade reads and
+/// rewrites the record of a job with one as of any other. And it goes
+/// with its job.
+#[tokio::test]
+async fn a_backoff_is_kept_out_of_the_record_and_goes_with_its_job() {
+    let app = spawn_app().await;
+    let job = json!({"task": "t", "id": "j", "args": {"n": 1}});
+    let mut backing_off = job.clone();
+    backing_off["backoff"] = json!({"type": "fixed", "delay_ms": 1});
+    let queues = [("plain", job), ("backs-off", backing_off)];
+    for (queue, job) in &queues {
+        app.enqueue(queue, job.clone()).await;
+        for _ in 0..2 {
+            let leased = claim_when_due(&app, queue, "j").await;
+            nack(&app, queue, &leased, json!({"error": "boom"})).await;
+        }
+    }
+    let (plain, backs_off) = (
+        record(&app, "plain", "j").await,
+        record(&app, "backs-off", "j").await,
+    );
+    let (plain, backs_off) = (
+        Record::decode(&plain).expect("a record"),
+        Record::decode(&backs_off).expect("a record"),
+    );
+    assert_eq!(
+        (backs_off.attempts, backs_off.last_error, backs_off.args),
+        (plain.attempts, plain.last_error, plain.args)
+    );
+    assert_eq!(plain.encode().len(), backs_off.encode().len());
+    let view = app.job("backs-off", "j").await.body;
+    assert_eq!(view["backoff"], json!({"type": "fixed", "delay_ms": 1}));
+
+    // Acked, neither leaves anything of a backoff behind.
+    for (queue, _) in &queues {
+        let leased = claim_when_due(&app, queue, "j").await;
+        assert_eq!(app.ack(queue, &leased).await.status, StatusCode::NO_CONTENT);
+    }
+    let snapshot = app.snapshot().await;
+    assert!(
+        !snapshot.keys().any(|key| key.ends_with(":backoff")),
+        "{snapshot:?}"
+    );
+    assert!(
+        snapshot
+            .iter()
+            .all(|(key, value)| !key.ends_with(":meta") || !value.contains("backing_off")),
+        "{snapshot:?}"
+    );
 }
 
 #[tokio::test]

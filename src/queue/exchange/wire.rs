@@ -14,7 +14,7 @@ use super::request::{
     Known, OutgoingJob,
 };
 use crate::queue::error::{QueueError, Result};
-use crate::queue::job::{self, Dependencies, Job, JobState, Lease};
+use crate::queue::job::{self, Backoff, Dependencies, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
 use crate::queue::store::record::new_id;
@@ -112,10 +112,7 @@ pub(crate) fn push_jobs(
                 format!("{mode}{}:{}", dedup.ttl_ms, dedup.key)
             }))
             .arg(job.after.as_deref().unwrap_or(""))
-            .arg(options.backoff.map_or_else(String::new, |backoff| {
-                let kind = if backoff.exponential { 'e' } else { 'f' };
-                format!("{kind}{}", backoff.delay_ms)
-            }));
+            .arg(options.backoff.map_or_else(String::new, Backoff::entry));
     }
 }
 

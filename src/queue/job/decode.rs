@@ -86,10 +86,7 @@ impl Job {
             progress: None,
             group: record.group.map(str::to_owned),
             schedule: record.schedule.map(str::to_owned),
-            backoff: record.backoff.map(|(delay_ms, exponential)| Backoff {
-                delay_ms,
-                exponential,
-            }),
+            backoff: None,
             expires_at_ms: None,
             dedup_key: None,
             cancel: None,
@@ -111,7 +108,8 @@ pub(crate) fn expires_at(entry: &str) -> Option<i64> {
 
 /// The functions' view of a job: `{id, record, state, state time, lease,
 /// progress, result, expiry, dedup key, cancels entry, dependencies,
-/// dependants}` (see `view` in `lua/lib/transitions.lua`).
+/// dependants}` (see `view` in `lua/lib/transitions.lua`), then its
+/// `backoff` entry, read apart: a tuple has at most twelve.
 type RawView = (
     String,
     Vec<u8>,
@@ -129,6 +127,13 @@ type RawView = (
 
 impl FromRedisValue for Job {
     fn from_redis_value(v: Value) -> Result<Self, redis::ParsingError> {
+        let Value::Array(mut items) = v else {
+            return Err(String::from("a job's view is not an array").into());
+        };
+        let backoff = match items.len() {
+            13 => Option::<String>::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => None,
+        };
         let (
             id,
             record,
@@ -142,7 +147,7 @@ impl FromRedisValue for Job {
             cancel,
             after,
             dependants,
-        ) = RawView::from_redis_value(v)?;
+        ) = RawView::from_redis_value(Value::Array(items))?;
         let mut job = decode_view(id, &record, &state, at.as_deref(), lease)
             .ok_or_else(|| String::from("malformed job record"))?;
         let json = |text: Option<String>| text.filter(|t| !t.is_empty()).map(RawValue::from_string);
@@ -150,6 +155,12 @@ impl FromRedisValue for Job {
         job.result = json(result).transpose().map_err(|e| e.to_string())?;
         job.expires_at_ms = expiry.as_deref().and_then(expires_at);
         job.dedup_key = dedup_key;
+        job.backoff = match backoff {
+            Some(entry) => {
+                Some(Backoff::from_entry(&entry).ok_or_else(|| String::from("malformed backoff"))?)
+            }
+            None => None,
+        };
         // `:reason`, the reason empty when none was given.
         job.dependants = dependants.unwrap_or_default();
         job.cancel = cancel.map(|entry| entry.strip_prefix(':').unwrap_or(&entry).to_owned());
@@ -216,7 +227,6 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
-            backoff: None,
             trace: None,
             task: "t:x",
             args: r#"{"a":[1,2]}"#,

@@ -186,6 +186,28 @@ pub struct Backoff {
     pub exponential: bool,
 }
 
+impl Backoff {
+    /// Its entry in the queue's `backoff` hash, `<f|e><delay ms>` (see
+    /// `lua/lib/keys.lua`), as an enqueue sends it.
+    pub(crate) fn entry(self) -> String {
+        let kind = if self.exponential { 'e' } else { 'f' };
+        format!("{kind}{}", self.delay_ms)
+    }
+
+    /// From its entry; `None` when it is not one.
+    pub(crate) fn from_entry(entry: &str) -> Option<Self> {
+        let exponential = match entry.as_bytes().first()? {
+            b'e' => true,
+            b'f' => false,
+            _ => return None,
+        };
+        Some(Self {
+            delay_ms: entry.get(1..)?.parse().ok()?,
+            exponential,
+        })
+    }
+}
+
 /// When a job not claimed by then is never delivered, and what becomes of
 /// it then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -84,6 +84,7 @@ keys! {
     ClaimsUntil  "claims:until"   claims_until  [Claims],
     Expiry       "expiry"         expiry        [View, Life],
     ExpiryDue    "expiry:due"     expiry_due    [Life],
+    Backoff      "backoff"        backoff       [View, Life],
     Dedup        "dedup"          dedup         [Life],
     DedupOf      "dedup:of"       dedup_of      [View, Life],
     DedupUntil   "dedup:until"    dedup_until   [Life],

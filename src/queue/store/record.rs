@@ -6,8 +6,7 @@
 //! 1, the last error, and when it has bit 2, the group (each its length as
 //! a varint, then the text); when it has bit 4, how long the job is kept
 //! once acked (ms, a varint); when it has bit 8, the name of the schedule
-//! that made it (length and text); when it has bit 16, its backoff (a
-//! varint: the delay in ms times two, plus one when it doubles); then the body: when the job was enqueued
+//! that made it (length and text); then the body: when the job was enqueued
 //! under a W3C trace, a 0 byte (where a task's length, never 0, would
 //! be) and the `traceparent` and `tracestate` (each length and text);
 //! then the task's length in bytes as a varint, the task, and the args as
@@ -18,12 +17,11 @@
 //! 224-byte allocation.
 
 /// Flags bits: the header is followed by the last error, then the group,
-/// then the retention, then the schedule, then the backoff.
+/// then the retention, then the schedule.
 const HAS_ERROR: u64 = 1;
 const HAS_GROUP: u64 = 2;
 const HAS_RETAIN: u64 = 4;
 const HAS_SCHEDULE: u64 = 8;
-const HAS_BACKOFF: u64 = 16;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +38,6 @@ pub struct Record<'a> {
     pub retain_ms: u64,
     /// The schedule that made the job.
     pub schedule: Option<&'a str>,
-    /// The backoff's delay in ms, and whether it doubles.
-    pub backoff: Option<(u64, bool)>,
     /// The `traceparent` and `tracestate` it was enqueued under.
     pub trace: Option<(&'a str, &'a str)>,
     pub task: &'a str,
@@ -56,7 +52,7 @@ impl<'a> Record<'a> {
         let mut field = || read_varint(&mut rest);
         let (flags, priority, attempts, max_attempts, enqueued, ready_delta) =
             (field()?, field()?, field()?, field()?, field()?, field()?);
-        if flags & !(HAS_ERROR | HAS_GROUP | HAS_RETAIN | HAS_SCHEDULE | HAS_BACKOFF) != 0 {
+        if flags & !(HAS_ERROR | HAS_GROUP | HAS_RETAIN | HAS_SCHEDULE) != 0 {
             return None;
         }
         let last_error = read_text(&mut rest, flags & HAS_ERROR != 0)?;
@@ -67,12 +63,6 @@ impl<'a> Record<'a> {
             0
         };
         let schedule = read_text(&mut rest, flags & HAS_SCHEDULE != 0)?;
-        let backoff = if flags & HAS_BACKOFF != 0 {
-            let n = read_varint(&mut rest)?;
-            Some((n / 2, n % 2 == 1))
-        } else {
-            None
-        };
         let trace = match rest.split_first() {
             Some((&TRACE_MARK, after)) => {
                 rest = after;
@@ -94,7 +84,6 @@ impl<'a> Record<'a> {
             group,
             retain_ms,
             schedule,
-            backoff,
             trace,
             task: std::str::from_utf8(task).ok()?,
             args: std::str::from_utf8(args).ok()?,
@@ -107,8 +96,7 @@ impl<'a> Record<'a> {
         let flags = self.last_error.map_or(0, |_| HAS_ERROR)
             | self.group.map_or(0, |_| HAS_GROUP)
             | if self.retain_ms > 0 { HAS_RETAIN } else { 0 }
-            | self.schedule.map_or(0, |_| HAS_SCHEDULE)
-            | self.backoff.map_or(0, |_| HAS_BACKOFF);
+            | self.schedule.map_or(0, |_| HAS_SCHEDULE);
         for n in [
             flags,
             u64::from(self.priority),
@@ -131,9 +119,6 @@ impl<'a> Record<'a> {
         if let Some(schedule) = self.schedule {
             write_varint(&mut out, schedule.len() as u64);
             out.extend_from_slice(schedule.as_bytes());
-        }
-        if let Some((delay_ms, doubles)) = self.backoff {
-            write_varint(&mut out, delay_ms * 2 + u64::from(doubles));
         }
         out.extend_from_slice(&body(self.trace, self.task, self.args));
         out
@@ -240,7 +225,6 @@ mod tests {
             group: Some("tenant:42"),
             retain_ms: 86_400_000,
             schedule: Some("nightly"),
-            backoff: Some((2_592_000_000, true)),
             trace: Some((
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 "a=1",
@@ -264,7 +248,6 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
-            backoff: None,
             trace: None,
             task: "bench",
             args: "{}",
@@ -299,7 +282,6 @@ mod tests {
             group: None,
             retain_ms: 0,
             schedule: None,
-            backoff: None,
             trace: None,
             task: "task",
             args: "{}",
