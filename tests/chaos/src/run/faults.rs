@@ -563,12 +563,13 @@ async fn aof_settled(url: &str) -> bool {
                 .query_async::<String>(&mut conn)
                 .await
         {
-            let settled = ["aof_rewrite_in_progress", "aof_rewrite_scheduled", "loading"]
-                .iter()
-                .all(|field| {
-                    info.lines()
-                        .any(|line| line.trim() == format!("{field}:0"))
-                });
+            let settled = [
+                "aof_rewrite_in_progress",
+                "aof_rewrite_scheduled",
+                "loading",
+            ]
+            .iter()
+            .all(|field| info.lines().any(|line| line.trim() == format!("{field}:0")));
             if settled {
                 return true;
             }
