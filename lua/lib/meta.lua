@@ -7,7 +7,7 @@
 -- entries of `progress`, of `expiry`, of `dedup:of`, of `cancels` and of
 -- `after`, the dependants sets, until when a wait may run.
 local STATE = {'max_weight', 'floor', 'i:', 'progress', 'expiring', 'keyed', 'cancelling', 'depending', 'depended', 'w',
-  'throttled', 'registered', 'deleting', 'fence'}
+  'throttled', 'registered', 'deleting', 'fence', 'backing_off'}
 
 -- The fields every call reads, once: the settings, as the loader's
 -- SETTINGS (from the table in src/queue/settings/table.rs) lists them,
@@ -100,7 +100,7 @@ local function meta_of(values)
     shards = values[SHARDS_AT], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
     progress = values[s + 4], expiring = values[s + 5], keyed = values[s + 6], cancelling = values[s + 7],
     depending = values[s + 8], depended = values[s + 9], w = values[s + 10], throttled = values[s + 11],
-    registered = values[s + 12], deleting = values[s + 13], fence = values[s + 14],
+    registered = values[s + 12], deleting = values[s + 13], fence = values[s + 14], backing_off = values[s + 15],
   }
 end
 
