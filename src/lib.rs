@@ -49,7 +49,8 @@
 //!   schedules.
 //! - [`pusher`]: the task every instance runs to deliver the jobs of
 //!   queues with a push target: it claims them and POSTs each, signed, to
-//!   the target, and acks or nacks by the answer.
+//!   the target, and acks or nacks by the answer (`delivery`, one POST
+//!   under its lease; `wire`, the signature and the answer read).
 //! - [`config`]: flags and `PRIOQ_*` variables; [`telemetry`]: logs and
 //!   the metrics' names and recorder; [`otel`]: the W3C trace headers a
 //!   job keeps and the messaging spans exported over OTLP; [`startup`]:

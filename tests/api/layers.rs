@@ -1,6 +1,7 @@
 //! The crate's modules keep the layers the module map of `src/lib.rs`
 //! states: a module imports only from its own layer or a lower one, and the
-//! modules of `queue` import each other in no circle, however long.
+//! modules of `queue` import each other in no circle, however long; and no
+//! file of `src/` is over 450 lines.
 //!
 //! Imports are read from the code as text: `use` declarations and paths
 //! starting with `crate::`, `super::`, `self::` or a child module's name,
@@ -322,6 +323,40 @@ fn no_module_imports_from_a_layer_above_its_own() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The longest a file of `src/` may be: one subject a file, read whole.
+const MAX_LINES: usize = 450;
+
+#[test]
+fn no_file_of_src_is_over_the_longest_a_file_may_be() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&root, &mut files);
+    assert!(files.len() > 20, "the files of src/: {files:?}");
+    let long: Vec<String> = files
+        .iter()
+        .map(|file| {
+            let lines = std::fs::read_to_string(file)
+                .expect("readable")
+                .lines()
+                .count();
+            (
+                file.strip_prefix(&root)
+                    .expect("under src")
+                    .display()
+                    .to_string(),
+                lines,
+            )
+        })
+        .filter(|(_, lines)| *lines > MAX_LINES)
+        .map(|(file, lines)| format!("src/{file}: {lines} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]
