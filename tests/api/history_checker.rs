@@ -733,6 +733,54 @@ fn a_replaced_job_handed_out_as_it_was_before_is_reported() {
     assert_eq!(broken(&history), ["replaced_delivered"]);
 }
 
+/// On a sharded queue, f (no group) waits from 390; j (no group) is
+/// enqueued after it with key k, and a replace with k gives j priority 2.
+/// A replace with a delay makes j a delayed job, which takes its place
+/// when due by its shard's line: handed out before f, it breaks nothing.
+/// The same replace without a delay leaves j's place an enqueue's, and j
+/// handed out before f is reported.
+#[test]
+fn a_job_a_replace_delayed_is_placed_by_its_shard_when_due() {
+    let history_with = |delay_ms: u64| {
+        let mut history = clean();
+        history.push(sharded(3));
+        history.push(enqueue(50, "main", "f", 2, "g2", 390, Outcome::Ok));
+        history.push(read(51, "main", "f", Some("pending"), 392, None));
+        history.push(enqueue_dedup(56, "j", 405, "k", "j"));
+        let mut replacing = enqueue_dedup(57, "l", 600, "k", "j");
+        if let Call::Enqueue {
+            priority,
+            replace,
+            replaced,
+            delay_ms: delay,
+            ..
+        } = &mut replacing.call
+        {
+            (*priority, *replace, *replaced, *delay) = (2, true, true, delay_ms);
+        }
+        history.push(replacing);
+        let mut handed = claim(58, "main", ("j", 2, "g8", 0, 407), "tj", 900, 1000);
+        if let Call::Claim { jobs, .. } = &mut handed.call {
+            jobs[0].by = Some("l".into());
+        }
+        history.push(handed);
+        history.push(ack(59, "main", "j", "tj", 920));
+        history.push(read(
+            60,
+            "main",
+            "j",
+            Some("completed"),
+            407,
+            Some(result("tj")),
+        ));
+        history.push(read(61, "main", "l", None, 0, None));
+        without_group(&mut history, &[50, 56, 57, 58]);
+        history
+    };
+    assert_eq!(broken(&history_with(250)), Vec::<&str>::new());
+    assert_eq!(broken(&history_with(0)), ["fifo_order"]);
+}
+
 /// e (on the capped queue) waits for main's d, still processing: handed
 /// out, it is reported.
 #[test]

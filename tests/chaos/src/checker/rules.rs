@@ -375,6 +375,24 @@ fn order(
     // took, when that one ran: it is judged from the first send's start.
     let first = first_sends(facts);
     let start_of = |op: &Op| first_send(&first, op);
+    // Keys an enqueue in mode replace with a delay may have used: the job
+    // holding one becomes a delayed job, which on a sharded queue takes its
+    // place when due by its shard's line (as a dependant does).
+    let delayed_by_replace: BTreeSet<(&str, &str)> = facts
+        .ops
+        .iter()
+        .filter_map(|op| match &op.call {
+            Call::Enqueue {
+                dedup: Some(key),
+                replace: true,
+                delay_ms,
+                ..
+            } if *delay_ms != 0 && op.outcome != Outcome::Failed => {
+                Some((op.queue.as_str(), key.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
     let mut claims: Vec<&Op> = facts
         .ops
         .iter()
@@ -424,11 +442,18 @@ fn order(
                 priority: lease.priority,
                 group: lease.group.as_deref(),
                 // On a sharded queue, a dependant takes its place when it is
-                // released, by its shard's line, which another shard's
-                // jobs enqueued earlier do not hold it behind.
+                // released, and a job a replace delayed when it is due, by
+                // its shard's line, which another shard's jobs enqueued
+                // earlier do not hold it behind.
                 first_delivery: lease.attempts == 0
                     && job.and_then(JobFacts::delay_ms) == Some(0)
-                    && !(sharded && job.is_some_and(|job| !job.after().is_empty())),
+                    && !(sharded
+                        && job.is_some_and(|job| {
+                            !job.after().is_empty()
+                                || job.dedup().is_some_and(|key| {
+                                    delayed_by_replace.contains(&(claim.queue.as_str(), key))
+                                })
+                        })),
                 created_by: i64::MAX,
                 created_after: job.and_then(JobFacts::created_after),
             };
