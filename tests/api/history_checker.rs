@@ -781,6 +781,69 @@ fn a_job_a_replace_delayed_is_placed_by_its_shard_when_due() {
     assert_eq!(broken(&history_with(0)), ["fifo_order"]);
 }
 
+/// `history` with each named token ending in `-<fence>` wherever the
+/// history names it (claims, acks, nacks, results).
+fn with_fences(history: &[Op], fences: &[(&str, u64)]) -> Vec<Op> {
+    history
+        .iter()
+        .map(|op| {
+            let mut text = serde_json::to_string(op).expect("an op as JSON");
+            for (token, fence) in fences {
+                text = text.replace(&format!("\"{token}\""), &format!("\"{token}-{fence}\""));
+            }
+            serde_json::from_str(&text).expect("an op from JSON")
+        })
+        .collect()
+}
+
+/// Fences in grant order break nothing. b granted again (at 120) with a
+/// fence below its first grant's (answered at 90) is reported; so is d
+/// (granted at 420) with a fence below that of the tick's job, answered
+/// at 170, on the unsharded queue, but not on a sharded one, where the
+/// two may be in different shards.
+#[test]
+fn a_fence_below_an_earlier_grants_is_reported() {
+    let in_order = [
+        ("ta", 100),
+        ("tb", 200),
+        ("tc", 300),
+        ("ts", 400),
+        ("td", 500),
+    ];
+    assert_eq!(
+        broken(&with_fences(&clean(), &in_order)),
+        Vec::<&str>::new()
+    );
+    let b_again_lower = [
+        ("ta", 100),
+        ("tb", 200),
+        ("tc", 150),
+        ("ts", 400),
+        ("td", 500),
+    ];
+    assert_eq!(
+        broken(&with_fences(&clean(), &b_again_lower)),
+        ["fence_not_growing"]
+    );
+    let d_lower = [
+        ("ta", 100),
+        ("tb", 200),
+        ("tc", 300),
+        ("ts", 400),
+        ("td", 350),
+    ];
+    assert_eq!(
+        broken(&with_fences(&clean(), &d_lower)),
+        ["fence_not_growing"]
+    );
+    let mut sharded_queue = clean();
+    sharded_queue.push(sharded(3));
+    assert_eq!(
+        broken(&with_fences(&sharded_queue, &d_lower)),
+        Vec::<&str>::new()
+    );
+}
+
 /// e (on the capped queue) waits for main's d, still processing: handed
 /// out, it is reported.
 #[test]
@@ -858,6 +921,7 @@ fn every_rule_has_a_planted_violation() {
         "queue_overfilled",
         "history_missing_claim",
         "result_mismatch",
+        "fence_not_growing",
     ];
     let rules: Vec<&str> = RULES.iter().map(|r| r.name).collect();
     assert_eq!(rules, planted);

@@ -120,6 +120,13 @@ pub const RULES: &[Rule] = &[
         promise: "a completed job's result is the one its ack sent",
         check: result_mismatch,
     },
+    Rule {
+        name: "fence_not_growing",
+        promise: "a claim that began after another was answered hands out larger \
+                  fences than that one did: for the same job on every queue, for \
+                  every job of an unsharded queue",
+        check: fence_not_growing,
+    },
 ];
 
 fn acked_delivered_again(facts: &Facts<'_>) -> Vec<Violation> {
@@ -1135,12 +1142,7 @@ fn history_missing_claim(facts: &Facts<'_>) -> Vec<Violation> {
                 let Call::Claim { worker, .. } = &lease.claim.call else {
                     continue;
                 };
-                let fence = lease
-                    .lease
-                    .token
-                    .rsplit('-')
-                    .next()
-                    .and_then(|f| f.parse().ok());
+                let fence = fence_of(&lease.lease.token);
                 let found = claimed
                     .iter()
                     .any(|&(f, w)| Some(f) == fence && w == Some(worker.as_str()));
@@ -1184,4 +1186,97 @@ fn is_fired(facts: &Facts<'_>, (queue, id): JobKey<'_>) -> bool {
             .schedules
             .get(queue)
             .is_some_and(|names| names.contains(&name))
+}
+
+/// A lease's fence: the number its token ends with, after its last `-`.
+fn fence_of(token: &str) -> Option<u64> {
+    token.rsplit_once('-')?.1.parse().ok()
+}
+
+/// A claim answered ok, as the fence rule sees it: when it certainly
+/// began (its first send) and ended, and the fences it handed out.
+struct Granted<'h> {
+    op: u64,
+    start_ms: i64,
+    end_ms: i64,
+    fences: Vec<(&'h str, u64)>,
+}
+
+/// Fences grow with every grant of a job and, on an unsharded queue, of
+/// the queue (docs/guarantees.md, "Fences downstream"): judged between
+/// claims one of which was answered before the other's first send began.
+fn fence_not_growing(facts: &Facts<'_>) -> Vec<Violation> {
+    let first = first_sends(facts);
+    let mut by_queue: BTreeMap<&str, Vec<Granted<'_>>> = BTreeMap::new();
+    for op in facts.ops.iter().filter(|op| op.outcome == Outcome::Ok) {
+        let Call::Claim { jobs, .. } = &op.call else {
+            continue;
+        };
+        let fences: Vec<(&str, u64)> = jobs
+            .iter()
+            .filter_map(|lease| Some((lease.id.as_str(), fence_of(&lease.token)?)))
+            .collect();
+        if !fences.is_empty() {
+            by_queue
+                .entry(op.queue.as_str())
+                .or_default()
+                .push(Granted {
+                    op: op.op,
+                    start_ms: first_send(&first, op),
+                    end_ms: op.end_ms,
+                    fences,
+                });
+        }
+    }
+    let mut out = Vec::new();
+    for (queue, mut claims) in by_queue {
+        claims.sort_by_key(|c| c.start_ms);
+        let whole_queue = !facts.sharded(queue);
+        // Claims by their end: those answered before a claim began are
+        // the ones it is judged against.
+        let mut by_end: Vec<&Granted<'_>> = claims.iter().collect();
+        by_end.sort_by_key(|c| c.end_ms);
+        let (mut ended, mut highest) = (0, None::<(u64, u64)>);
+        let mut per_job: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for claim in &claims {
+            while by_end
+                .get(ended)
+                .is_some_and(|earlier| earlier.end_ms < claim.start_ms)
+            {
+                let earlier = by_end[ended];
+                for &(id, fence) in &earlier.fences {
+                    if highest.is_none_or(|(f, _)| fence > f) {
+                        highest = Some((fence, earlier.op));
+                    }
+                    let job = per_job.entry(id).or_insert((fence, earlier.op));
+                    if fence > job.0 {
+                        *job = (fence, earlier.op);
+                    }
+                }
+                ended += 1;
+            }
+            for &(id, fence) in &claim.fences {
+                let before = per_job
+                    .get(id)
+                    .map(|&(f, op)| (f, op, "the same job"))
+                    .filter(|&(f, ..)| fence <= f)
+                    .or_else(|| {
+                        highest
+                            .filter(|&(f, _)| whole_queue && fence <= f)
+                            .map(|(f, op)| (f, op, "the queue"))
+                    });
+                if let Some((f, op, of)) = before {
+                    out.push(Violation::new(
+                        format!(
+                            "{queue}: {id} granted fence {fence} (op {}) after a claim of \
+                             {of} answered fence {f} (op {op})",
+                            claim.op
+                        ),
+                        [op, claim.op],
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
