@@ -74,6 +74,46 @@ fn enqueue_dedup(n: u64, id: &str, at: i64, key: &str, answered: &str) -> Op {
     op
 }
 
+/// An enqueue of `id` with key `key` in mode replace, answered
+/// `replaced: true` with the job `answered`.
+fn enqueue_replacing(n: u64, id: &str, at: i64, key: &str, answered: &str) -> Op {
+    let mut op = enqueue_dedup(n, id, at, key, answered);
+    if let Call::Enqueue {
+        replace, replaced, ..
+    } = &mut op.call
+    {
+        (*replace, *replaced) = (true, true);
+    }
+    op
+}
+
+/// The claim `op` as handing its job out with the args of `by`.
+fn handed_by(mut op: Op, by: &str) -> Op {
+    if let Call::Claim { jobs, .. } = &mut op.call {
+        jobs[0].by = Some(by.into());
+    }
+    op
+}
+
+/// j (key k) handed out by `handed` (op n), acked 20 ms after it was
+/// granted (op n + 1) and read back completed (op n + 2); l, whose enqueue
+/// with k made nothing, read back as absent (op n + 3).
+fn j_ends_and_l_is_absent(history: &mut Vec<Op>, handed: Op) {
+    let n = handed.op;
+    let acked_at = handed.start_ms + 20;
+    history.push(handed);
+    history.push(ack(n + 1, "main", "j", "tj", acked_at));
+    history.push(read(
+        n + 2,
+        "main",
+        "j",
+        Some("completed"),
+        407,
+        Some(result("tj")),
+    ));
+    history.push(read(n + 3, "main", "l", None, 0, None));
+}
+
 /// A claim answered at once with one job, granted at `at` (its start).
 fn claim(
     n: u64,
@@ -649,17 +689,10 @@ fn a_job_made_with_a_dedup_key_held_by_another_is_reported() {
     let mut history = clean();
     history.push(enqueue_dedup(50, "j", 405, "k", "j"));
     history.push(enqueue_dedup(51, "l", 600, "k", "j"));
-    history.push(claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000));
-    history.push(ack(53, "main", "j", "tj", 720));
-    history.push(read(
-        54,
-        "main",
-        "j",
-        Some("completed"),
-        407,
-        Some(result("tj")),
-    ));
-    history.push(read(55, "main", "l", None, 0, None));
+    j_ends_and_l_is_absent(
+        &mut history,
+        claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000),
+    );
     assert_eq!(broken(&history), Vec::<&str>::new());
     replace(&mut history, enqueue_dedup(51, "l", 800, "k", "l"));
     replace(
@@ -699,37 +732,11 @@ fn a_key_held_in_more_shards_than_the_queue_has_is_reported() {
 fn a_replaced_job_handed_out_as_it_was_before_is_reported() {
     let mut history = clean();
     history.push(enqueue_dedup(50, "j", 405, "k", "j"));
-    let mut replacing = enqueue_dedup(51, "l", 600, "k", "j");
-    if let Call::Enqueue {
-        replace: mode,
-        replaced,
-        ..
-    } = &mut replacing.call
-    {
-        (*mode, *replaced) = (true, true);
-    }
-    history.push(replacing);
-    let mut handed = claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000);
-    let set_by = |op: &mut Op, by: &str| {
-        if let Call::Claim { jobs, .. } = &mut op.call {
-            jobs[0].by = Some(by.into());
-        }
-    };
-    set_by(&mut handed, "l");
-    history.push(handed.clone());
-    history.push(ack(53, "main", "j", "tj", 720));
-    history.push(read(
-        54,
-        "main",
-        "j",
-        Some("completed"),
-        407,
-        Some(result("tj")),
-    ));
-    history.push(read(55, "main", "l", None, 0, None));
+    history.push(enqueue_replacing(51, "l", 600, "k", "j"));
+    let handed = claim(52, "main", ("j", 3, "g8", 0, 407), "tj", 700, 1000);
+    j_ends_and_l_is_absent(&mut history, handed_by(handed.clone(), "l"));
     assert_eq!(broken(&history), Vec::<&str>::new());
-    set_by(&mut handed, "j");
-    replace(&mut history, handed);
+    replace(&mut history, handed_by(handed, "j"));
     assert_eq!(broken(&history), ["replaced_delivered"]);
 }
 
@@ -747,33 +754,18 @@ fn a_job_a_replace_delayed_is_placed_by_its_shard_when_due() {
         history.push(enqueue(50, "main", "f", 2, "g2", 390, Outcome::Ok));
         history.push(read(51, "main", "f", Some("pending"), 392, None));
         history.push(enqueue_dedup(56, "j", 405, "k", "j"));
-        let mut replacing = enqueue_dedup(57, "l", 600, "k", "j");
+        let mut replacing = enqueue_replacing(57, "l", 600, "k", "j");
         if let Call::Enqueue {
             priority,
-            replace,
-            replaced,
             delay_ms: delay,
             ..
         } = &mut replacing.call
         {
-            (*priority, *replace, *replaced, *delay) = (2, true, true, delay_ms);
+            (*priority, *delay) = (2, delay_ms);
         }
         history.push(replacing);
-        let mut handed = claim(58, "main", ("j", 2, "g8", 0, 407), "tj", 900, 1000);
-        if let Call::Claim { jobs, .. } = &mut handed.call {
-            jobs[0].by = Some("l".into());
-        }
-        history.push(handed);
-        history.push(ack(59, "main", "j", "tj", 920));
-        history.push(read(
-            60,
-            "main",
-            "j",
-            Some("completed"),
-            407,
-            Some(result("tj")),
-        ));
-        history.push(read(61, "main", "l", None, 0, None));
+        let handed = claim(58, "main", ("j", 2, "g8", 0, 407), "tj", 900, 1000);
+        j_ends_and_l_is_absent(&mut history, handed_by(handed, "l"));
         without_group(&mut history, &[50, 56, 57, 58]);
         history
     };

@@ -382,24 +382,10 @@ fn order(
     // took, when that one ran: it is judged from the first send's start.
     let first = first_sends(facts);
     let start_of = |op: &Op| first_send(&first, op);
-    // Keys an enqueue in mode replace with a delay may have used: the job
-    // holding one becomes a delayed job, which on a sharded queue takes its
-    // place when due by its shard's line (as a dependant does).
-    let delayed_by_replace: BTreeSet<(&str, &str)> = facts
-        .ops
-        .iter()
-        .filter_map(|op| match &op.call {
-            Call::Enqueue {
-                dedup: Some(key),
-                replace: true,
-                delay_ms,
-                ..
-            } if *delay_ms != 0 && op.outcome != Outcome::Failed => {
-                Some((op.queue.as_str(), key.as_str()))
-            }
-            _ => None,
-        })
-        .collect();
+    // A job a replace with a delay may have hit becomes a delayed job,
+    // which on a sharded queue takes its place when due by its shard's
+    // line (as a dependant does).
+    let delayed_by_replace = replace_keys(facts, true);
     let mut claims: Vec<&Op> = facts
         .ops
         .iter()
@@ -494,26 +480,35 @@ fn order(
     out
 }
 
-/// The jobs of each uncapped queue enqueued ok without delay, by class
-/// (priority and group), in the order they certainly existed; not those
-/// whose dedup key an enqueue in mode replace may have used (a replace
-/// gives the job its priority and a new place in line).
-fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
-    let pending = Pending::new(facts);
-    // Keys an enqueue in mode replace may have used: the job holding one
-    // may have taken another priority and another place in line.
-    let replaced: BTreeSet<(&str, &str)> = facts
+/// The (queue, dedup key) pairs an enqueue in mode replace (with a delay,
+/// when `delayed`) may have used: it did not fail.
+fn replace_keys<'h>(facts: &Facts<'h>, delayed: bool) -> BTreeSet<(&'h str, &'h str)> {
+    facts
         .ops
         .iter()
         .filter_map(|op| match &op.call {
             Call::Enqueue {
                 dedup: Some(key),
                 replace: true,
+                delay_ms,
                 ..
-            } if op.outcome != Outcome::Failed => Some((op.queue.as_str(), key.as_str())),
+            } if op.outcome != Outcome::Failed && (!delayed || *delay_ms != 0) => {
+                Some((op.queue.as_str(), key.as_str()))
+            }
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// The jobs of each uncapped queue enqueued ok without delay, by class
+/// (priority and group), in the order they certainly existed; not those
+/// whose dedup key an enqueue in mode replace may have used (a replace
+/// gives the job its priority and a new place in line).
+fn witnesses<'h>(facts: &Facts<'h>) -> BTreeMap<&'h str, BTreeMap<ClassKey<'h>, Vec<Witness<'h>>>> {
+    let pending = Pending::new(facts);
+    // A job a replace may have hit may have taken another priority and
+    // another place in line.
+    let replaced = replace_keys(facts, false);
     let mut out: BTreeMap<&str, BTreeMap<ClassKey<'_>, Vec<Witness<'_>>>> = BTreeMap::new();
     for (&(queue, id), job) in &facts.jobs {
         // A job waiting for others becomes pending when the last of them
