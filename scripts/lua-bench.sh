@@ -52,9 +52,14 @@ done
 # Empties the redis-server on port $1 and lists the queue `bench` as
 # prioq lists a queue before its first write, with $work/library.lua's
 # functions.
+# The version the functions of $work/library.lua are registered under.
+library_version() {
+  sed -n "s/^local VERSION = '\(.*\)'/\1/p" "$work/library.lua"
+}
+
 fresh_queue() {
   local version
-  version=$(sed -n "s/^local VERSION = '\(.*\)'/\1/p" "$work/library.lua")
+  version=$(library_version)
   redis-cli -p "$1" FLUSHALL >/dev/null
   # (meta, processing, leases: a library of an older version takes meta.)
   local listing=(3 "{bench}:meta" "{bench}:processing" "{bench}:leases")
