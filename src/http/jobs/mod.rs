@@ -1,11 +1,13 @@
 //! Jobs: enqueue (single and batch), read, delete, cancel. The enqueue
-//! request and its checks are in `request`; the job view every endpoint
+//! request and its checks are in `request` (its options that are
+//! objects of their own, dedup and backoff, in `spec`); the job view every endpoint
 //! answers with is in `view`; a job's history in `history`; finding
 //! jobs by their fields in `search`.
 
 pub mod history;
 pub mod request;
 pub mod search;
+pub mod spec;
 pub mod view;
 
 use std::time::Duration;

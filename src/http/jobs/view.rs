@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::request::BackoffSpec;
+use super::spec::BackoffSpec;
 use crate::queue::{Enqueued, Job, JobState, Lease, Outcome};
 
 /// The jobs of a batch enqueue, in request order.
