@@ -28,14 +28,14 @@
 -- that enqueues is refused then, before it runs.
 local function exchange(keys, argv)
   local q = queue_of('exchange', keys, argv)
+  local now = now_ms()
   local first_ack, last_ack, at = read_acks(argv, 7)
   local enqueues
-  enqueues, at = read_enqueues(argv, at)
+  enqueues, at = read_enqueues(argv, at, now)
   local claims = read_claims(argv, at)
 
   local c = context(q, enqueues.fields)
   check_shards(c, argv[6])
-  local now = now_ms()
   local statuses = ack_all(c, argv, first_ack, last_ack, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0
   enqueue_all(c, argv, enqueues, now, enqueued)

@@ -13,10 +13,11 @@ local PAID_KEPT_MS = 86400000
 
 redis.register_function('pay_' .. VERSION, function(keys, argv)
   local q = queue_of('pay', keys, argv)
-  local enqueues = read_enqueues(argv, 5)
+  local now = now_ms()
+  local enqueues = read_enqueues(argv, 5, now)
   local c = context(q, enqueues.fields)
   check_shards(c, argv[4])
-  local id, now = enqueues.ids[1], now_ms()
+  local id = enqueues.ids[1]
   if redis.call('ZSCORE', q.paid, id) then return {'PAID'} end
   c.schedule = argv[3]
   local answer = {}

@@ -3,7 +3,8 @@
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
 -- number of jobs (followed by '!' when the request is admitted whatever
--- the queue's max_pending: see `admit`) and twelve ARGV per job: id, priority, delay_ms,
+-- the queue's max_pending: see `admit`) and twelve ARGV per job: id, priority, delay_ms
+-- (or '@' and its run_at in ms, made a delay from `now` as it is read),
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
 -- queue's), body (see the record format), in a sharded queue its
 -- arrival number ('' otherwise; see `take_tags`), and its expiry: ''
@@ -24,13 +25,16 @@
 -- `registered`): the request wrote nothing and has no jobs.
 -- Errors: none; every outcome is in the reply.
 local PER_JOB = 12
+-- The byte that starts a run_at in place of a delay: '@'.
+local AT = 64
 
 -- Reads the section that starts at `at`: the requests (request r's jobs
 -- start at `firsts[r]` in ARGV, are `counts[r]`, and have `before[r]` jobs
 -- before them: a list each, not a table per request), the ids of their
--- jobs, and the `meta` fields the tags of those due now read. Answers
--- those and where the next section starts.
-local function read_enqueues(argv, at)
+-- jobs, and the `meta` fields the tags of those due now read. A job's
+-- run_at becomes its delay from `now` in ARGV. Answers those and where
+-- the next section starts.
+local function read_enqueues(argv, at, now)
   local firsts, counts, before, ids, fields, seen, admitted = {}, {}, {}, {}, {}, {}, {}
   local count = int_of(argv[at])
   at = at + 1
@@ -43,6 +47,9 @@ local function read_enqueues(argv, at)
     for i = 0, jobs - 1 do
       local base = at + 1 + PER_JOB * i
       ids[#ids + 1] = argv[base]
+      if string.byte(argv[base + 2]) == AT then
+        argv[base + 2] = decimal(math.max(0, tonumber(string.sub(argv[base + 2], 2)) - now))
+      end
       if argv[base + 2] == '0' then want_tag_fields(fields, seen, int_of(argv[base + 1]), argv[base + 4]) end
     end
     at = at + 1 + PER_JOB * jobs

@@ -46,6 +46,7 @@ fn enqueue(
         answered: None,
         replaced: false,
         backoff: None,
+        run_at: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
 }
@@ -639,6 +640,42 @@ fn a_job_handed_out_after_its_expiry_is_reported() {
     assert_eq!(broken(&history), ["expired_delivered"]);
 }
 
+/// s is enqueued at 405 to run at 450 (by Redis's clock, here the
+/// runner's): scheduled meanwhile, it is no witness for the order rules;
+/// handed out at 460 it breaks nothing, at 440 it is reported.
+#[test]
+fn a_job_handed_out_before_its_run_at_is_reported() {
+    let mut history = clean();
+    let mut starting = enqueue(50, "main", "s", 0, "g9", 405, Outcome::Ok);
+    if let Call::Enqueue { run_at, .. } = &mut starting.call {
+        *run_at = Some(450);
+    }
+    history.push(starting);
+    history.push(claim(
+        51,
+        "main",
+        ("s", 0, "g9", 0, 407),
+        "t_run",
+        460,
+        1000,
+    ));
+    history.push(ack(52, "main", "s", "t_run", 470));
+    history.push(read(
+        53,
+        "main",
+        "s",
+        Some("completed"),
+        407,
+        Some(result("t_run")),
+    ));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+    replace(
+        &mut history,
+        claim(51, "main", ("s", 0, "g9", 0, 407), "t_run", 440, 1000),
+    );
+    assert_eq!(broken(&history), ["delivered_before_run_at"]);
+}
+
 /// A cancel answered ok for g, pending: g is no longer pending for the
 /// order rules (a claim then hands out a less urgent job), and a claim
 /// that hands g out afterwards is reported.
@@ -905,6 +942,7 @@ fn every_rule_has_a_planted_violation() {
         "fifo_order",
         "cap_exceeded",
         "expired_delivered",
+        "delivered_before_run_at",
         "retried_early",
         "cancelled_delivered_again",
         "released_early",

@@ -1051,6 +1051,15 @@ export interface components {
              *     queue's `retain_ms` setting.
              */
             retain_ms?: number | null;
+            /**
+             * Format: date-time
+             * @description Keep the job scheduled until this time (RFC 3339, with its offset)
+             *     by Redis's clock, which every time prioq keeps is read from; a time
+             *     passed makes it pending at once. At most 30 days ahead; not with
+             *     `delay_ms` or `after`.
+             * @example 2026-12-24T09:00:00Z
+             */
+            run_at?: string | null;
             /** @description What the worker should do, 1 to 200 characters. */
             task: string;
         };

@@ -70,6 +70,12 @@ pub struct EnqueueRequest {
     #[serde(default)]
     #[schema(maximum = 2_592_000_000_u64)]
     delay_ms: u64,
+    /// Keep the job scheduled until this time (RFC 3339, with its offset)
+    /// by Redis's clock, which every time prioq keeps is read from; a time
+    /// passed makes it pending at once. At most 30 days ahead; not with
+    /// `delay_ms` or `after`.
+    #[schema(format = DateTime, example = "2026-12-24T09:00:00Z")]
+    run_at: Option<String>,
     /// Deliveries before the job is dead-lettered, 1 to 1000; default from configuration.
     #[schema(minimum = 1, maximum = 1000)]
     max_attempts: Option<u32>,
@@ -172,6 +178,11 @@ impl EnqueueRequest {
             ));
         }
         check_delay(&format!("{field}delay_ms"), self.delay_ms)?;
+        let run_at_ms = self
+            .run_at
+            .as_deref()
+            .map(|at| checked_run_at(field, at, self.delay_ms > 0 || self.after.is_some()))
+            .transpose()?;
         check_json(&format!("{field}args"), &self.args, None)?;
         if self.retain_ms.is_some_and(|ms| ms > MAX_RETAIN_MS) {
             return Err(ApiError::validation(
@@ -230,6 +241,7 @@ impl EnqueueRequest {
             options: JobOptions {
                 priority: self.priority,
                 delay_ms: self.delay_ms,
+                run_at_ms,
                 max_attempts,
                 group: self.group,
                 retain_ms: self.retain_ms,
@@ -241,6 +253,31 @@ impl EnqueueRequest {
             trace: None,
         })
     }
+}
+
+/// A `run_at` in ms since the epoch: an RFC 3339 time at most 30 days
+/// ahead of this instance's clock (Redis's may differ by seconds, not
+/// days), on an enqueue that sets no other start (`delayed`).
+fn checked_run_at(field: &str, at: &str, delayed: bool) -> Result<u64> {
+    let field = format!("{field}run_at");
+    if delayed {
+        return Err(ApiError::validation(field, "not with delay_ms or after"));
+    }
+    let Some(at_ms) = at
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .and_then(|at| u64::try_from(at.as_millisecond()).ok())
+    else {
+        return Err(ApiError::validation(
+            field,
+            "must be an RFC 3339 time after 1970 with its offset, such as 2026-12-24T09:00:00Z",
+        ));
+    };
+    let now_ms = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0);
+    if at_ms > now_ms.saturating_add(MAX_DELAY_MS) {
+        return Err(ApiError::validation(field, "must be at most 30 days ahead"));
+    }
+    Ok(at_ms)
 }
 
 /// The most dependencies a job may have.
@@ -291,6 +328,7 @@ pub(crate) fn scheduled_job(
         priority,
         id: None,
         delay_ms: 0,
+        run_at: None,
         max_attempts,
         group,
         retain_ms: Some(retain_ms),

@@ -91,10 +91,13 @@ pub(crate) fn push_jobs(
             })
         });
         let options = &job.options;
-        cmd.arg(&job.id)
-            .arg(options.priority)
-            .arg(options.delay_ms)
-            .arg(options.max_attempts)
+        cmd.arg(&job.id).arg(options.priority);
+        match options.run_at_ms {
+            // A start by the clock: `@` and the time, a delay once in Lua.
+            Some(at) => cmd.arg(format!("@{at}")),
+            None => cmd.arg(options.delay_ms),
+        };
+        cmd.arg(options.max_attempts)
             .arg(options.group.as_deref().unwrap_or(""))
             .arg(
                 options

@@ -146,6 +146,9 @@ pub struct NewJob {
 pub struct JobOptions {
     pub priority: u8,
     pub delay_ms: u64,
+    /// When it may first be claimed (ms since the epoch by Redis's clock),
+    /// instead of `delay_ms`: a time passed, at once.
+    pub run_at_ms: Option<u64>,
     pub max_attempts: u32,
     /// The group it shares its priority class with fairly; `None` joins
     /// the group of jobs without one.
@@ -166,6 +169,7 @@ impl Default for JobOptions {
         Self {
             priority: 1,
             delay_ms: 0,
+            run_at_ms: None,
             max_attempts: 5,
             group: None,
             retain_ms: None,
@@ -243,7 +247,10 @@ impl NewJob {
     /// The job as it was created under `id` at `now` (ms).
     pub(crate) fn into_job(self, id: String, now: i64) -> Job {
         let options = self.options;
-        let delay = i64::try_from(options.delay_ms).unwrap_or(i64::MAX);
+        let delay = match options.run_at_ms {
+            Some(at) => i64::try_from(at).map_or(i64::MAX, |at| at.saturating_sub(now).max(0)),
+            None => i64::try_from(options.delay_ms).unwrap_or(i64::MAX),
+        };
         Job {
             id,
             task: self.task,

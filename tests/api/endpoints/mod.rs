@@ -29,6 +29,7 @@ mod nack;
 mod operations;
 mod queues;
 mod rejected;
+mod run_at;
 
 // ---------------------------------------------------------------------------
 // Small tools of this file.

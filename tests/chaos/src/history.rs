@@ -120,6 +120,10 @@ pub enum Call {
         /// Its backoff, as sent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         backoff: Option<Backoff>,
+        /// The time it may first be handed out, as sent (`run_at`, ms by
+        /// Redis's clock), in place of a delay.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_at: Option<i64>,
     },
     Claim {
         worker: String,

@@ -162,6 +162,7 @@ impl Scenario {
                     answered: a.body["id"].as_str().map(str::to_owned),
                     replaced: false,
                     backoff: None,
+                    run_at: None,
                 }
             })
             .await;

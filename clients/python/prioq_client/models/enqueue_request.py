@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -49,6 +50,10 @@ class EnqueueRequest:
         retain_ms (int | None | Unset): Keep the job this long once acked, `completed` with its result; its
             id stays taken meanwhile. 0 to 2592000000 (30 days); default the
             queue's `retain_ms` setting.
+        run_at (datetime.datetime | None | Unset): Keep the job scheduled until this time (RFC 3339, with its offset)
+            by Redis's clock, which every time prioq keeps is read from; a time
+            passed makes it pending at once. At most 30 days ahead; not with
+            `delay_ms` or `after`. Example: 2026-12-24T09:00:00Z.
     """
 
     task: str
@@ -65,6 +70,7 @@ class EnqueueRequest:
     on_expiry: None | OnExpiry | Unset = UNSET
     priority: int | Unset = 1
     retain_ms: int | None | Unset = UNSET
+    run_at: datetime.datetime | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.backoff_spec import BackoffSpec  # noqa: PLC0415
@@ -149,6 +155,14 @@ class EnqueueRequest:
         else:
             retain_ms = self.retain_ms
 
+        run_at: None | str | Unset
+        if isinstance(self.run_at, Unset):
+            run_at = UNSET
+        elif isinstance(self.run_at, datetime.datetime):
+            run_at = self.run_at.isoformat()
+        else:
+            run_at = self.run_at
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -182,6 +196,8 @@ class EnqueueRequest:
             field_dict["priority"] = priority
         if retain_ms is not UNSET:
             field_dict["retain_ms"] = retain_ms
+        if run_at is not UNSET:
+            field_dict["run_at"] = run_at
 
         return field_dict
 
@@ -329,6 +345,23 @@ class EnqueueRequest:
 
         retain_ms = _parse_retain_ms(d.pop("retain_ms", UNSET))
 
+        def _parse_run_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                run_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return run_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        run_at = _parse_run_at(d.pop("run_at", UNSET))
+
         enqueue_request = cls(
             task=task,
             after=after,
@@ -344,6 +377,7 @@ class EnqueueRequest:
             on_expiry=on_expiry,
             priority=priority,
             retain_ms=retain_ms,
+            run_at=run_at,
         )
 
         return enqueue_request

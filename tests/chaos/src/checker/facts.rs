@@ -148,10 +148,23 @@ impl<'h> JobFacts<'h> {
         })
     }
 
-    /// The delay its enqueues asked for (they all send the same body).
+    /// The delay its enqueues asked for (they all send the same body);
+    /// none for a job that asked for a `run_at` (it waits as a delayed one
+    /// does, for a time no delay names).
     pub fn delay_ms(&self) -> Option<u64> {
         self.enqueues.iter().find_map(|op| match &op.call {
+            Call::Enqueue {
+                run_at: Some(_), ..
+            } => None,
             Call::Enqueue { delay_ms, .. } => Some(*delay_ms),
+            _ => None,
+        })
+    }
+
+    /// The `run_at` its enqueues asked for (ms by Redis's clock).
+    pub fn run_at(&self) -> Option<i64> {
+        self.enqueues.iter().find_map(|op| match &op.call {
+            Call::Enqueue { run_at, .. } => *run_at,
             _ => None,
         })
     }

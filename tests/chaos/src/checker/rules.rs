@@ -74,6 +74,12 @@ pub const RULES: &[Rule] = &[
         check: expired_delivered,
     },
     Rule {
+        name: "delivered_before_run_at",
+        promise: "a job enqueued with run_at is not handed out before that time \
+                  (by Redis's clock)",
+        check: delivered_before_run_at,
+    },
+    Rule {
         name: "retried_early",
         promise: "a job a nack scheduled (its delay_ms, or without one the job's backoff \
                   for the attempts it answered) is not handed out again before that wait \
@@ -662,6 +668,28 @@ fn expired_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                     [lease.claim.op],
                 ));
             }
+        }
+    }
+    out
+}
+
+/// Every lease of a job enqueued with a `run_at`, granted before it (both
+/// by Redis's clock). Jobs with a dedup key are left out: a replace sets
+/// their start again.
+fn delivered_before_run_at(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&(queue, id), job) in &facts.jobs {
+        let Some(run_at) = job.run_at().filter(|_| job.dedup().is_none()) else {
+            continue;
+        };
+        for lease in leases_of(facts, job).filter(|lease| lease.granted_at < run_at) {
+            out.push(Violation::new(
+                format!(
+                    "{queue}: {id} handed out at {} (op {}), before its run_at {run_at}",
+                    lease.granted_at, lease.claim.op
+                ),
+                [lease.claim.op],
+            ));
         }
     }
     out

@@ -173,11 +173,19 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
             delay_ms: rng.random_range(50..400),
             exponential: rng.random_bool(0.5),
         });
+        // A start by the clock on a twentieth of the jobs that wait for
+        // nothing else (not with a key: a replace would set it again).
+        let run_at =
+            (delay_ms == 0 && after.is_empty() && dedup.is_none() && rng.random_bool(0.05))
+                .then(|| now_ms() + rng.random_range(100..1500));
         let mut body = json!({
             "task": "chaos", "id": id, "priority": priority, "group": group,
             "delay_ms": delay_ms, "max_attempts": 4, "retain_ms": RETAIN_MS,
             "args": {"by": id},
         });
+        if let Some(at) = run_at.and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()) {
+            body["run_at"] = json!(at.to_string());
+        }
         if let Some(backoff) = backoff {
             let kind = if backoff.exponential {
                 "exponential"
@@ -217,6 +225,7 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         answered: a.body["id"].as_str().map(str::to_owned),
                         replaced: a.body["replaced"].as_bool() == Some(true),
                         backoff,
+                        run_at,
                     },
                 )
                 .await;
@@ -265,6 +274,7 @@ async fn plain_enqueue(ctx: &Ctx, rng: &mut StdRng, process: &str, id: &str) {
                     answered: a.body["id"].as_str().map(str::to_owned),
                     replaced: false,
                     backoff: None,
+                    run_at: None,
                 },
             )
             .await;
