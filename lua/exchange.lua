@@ -34,7 +34,8 @@ local function exchange(keys, argv)
   enqueues, at = read_enqueues(argv, at, now)
   local claims = read_claims(argv, at)
 
-  local c = context(q, enqueues.fields)
+  -- A call that neither acks nor claims reads only the basic state.
+  local c = context(q, enqueues.fields, first_ack > last_ack and #claims == 0)
   check_shards(c, argv[6])
   local statuses = ack_all(c, argv, first_ack, last_ack, now)
   local enqueued, claimed, limited, wait_ms = {}, {}, '', 0

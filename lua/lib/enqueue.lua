@@ -28,6 +28,10 @@ local PER_JOB = 12
 -- The byte that starts a run_at in place of a delay: '@'.
 local AT = 64
 
+-- What `read_enqueues` answers for a section of no requests, shared:
+-- nothing reads into it.
+local NO_ENQUEUES = {firsts = {}, counts = {}, before = {}, ids = {}, fields = {}, admitted = {}}
+
 -- Reads the section that starts at `at`: the requests (request r's jobs
 -- start at `firsts[r]` in ARGV, are `counts[r]`, and have `before[r]` jobs
 -- before them: a list each, not a table per request), the ids of their
@@ -35,8 +39,9 @@ local AT = 64
 -- run_at becomes its delay from `now` in ARGV. Answers those and where
 -- the next section starts.
 local function read_enqueues(argv, at, now)
-  local firsts, counts, before, ids, fields, seen, admitted = {}, {}, {}, {}, {}, {}, {}
   local count = int_of(argv[at])
+  if count == 0 then return NO_ENQUEUES, at + 1 end
+  local firsts, counts, before, ids, fields, seen, admitted = {}, {}, {}, {}, {}, {}, {}
   at = at + 1
   for r = 1, count do
     local jobs = int_of(argv[at])
