@@ -134,6 +134,7 @@ fn claim(
         enqueued_at,
         expires_at: at + lease_ms as i64,
         by: None,
+        fence: None,
     };
     let call = Call::Claim {
         worker: format!("w{n}"),
@@ -869,6 +870,75 @@ fn a_fence_below_an_earlier_grants_is_reported() {
     sharded_queue.push(sharded(3));
     assert_eq!(
         broken(&with_fences(&sharded_queue, &d_lower)),
+        Vec::<&str>::new()
+    );
+}
+
+/// `history` with the lease of each named token answered with `fence`
+/// (the claim's `fence` field, as the runner records it).
+fn with_answered_fences(history: &[Op], fences: &[(&str, u64)]) -> Vec<Op> {
+    let mut history = history.to_vec();
+    for op in &mut history {
+        if let Call::Claim { jobs, .. } = &mut op.call {
+            for lease in jobs {
+                if let Some(&(_, fence)) = fences.iter().find(|(t, _)| *t == lease.token) {
+                    lease.fence = Some(fence);
+                }
+            }
+        }
+    }
+    history
+}
+
+/// The fence a claim answered is the one judged, not the number its
+/// token ends with: tokens in grant order with b's second grant answered
+/// below its first is reported; tokens out of order with the answered
+/// fences in order is not.
+#[test]
+fn the_fence_judged_is_the_one_the_claim_answered() {
+    let tokens_in_order = with_fences(
+        &clean(),
+        &[
+            ("ta", 100),
+            ("tb", 200),
+            ("tc", 300),
+            ("ts", 400),
+            ("td", 500),
+        ],
+    );
+    let answered_lower = [
+        ("ta-100", 100),
+        ("tb-200", 200),
+        ("tc-300", 150),
+        ("ts-400", 400),
+        ("td-500", 500),
+    ];
+    assert_eq!(
+        broken(&with_answered_fences(&tokens_in_order, &answered_lower)),
+        ["fence_not_growing"]
+    );
+    let tokens_out_of_order = with_fences(
+        &clean(),
+        &[
+            ("ta", 100),
+            ("tb", 200),
+            ("tc", 150),
+            ("ts", 400),
+            ("td", 500),
+        ],
+    );
+    let answered_in_order = [
+        ("ta-100", 100),
+        ("tb-200", 200),
+        ("tc-150", 300),
+        ("ts-400", 400),
+        ("td-500", 500),
+    ];
+    assert_eq!(
+        broken(&with_answered_fences(
+            &tokens_out_of_order,
+            &answered_in_order
+        )),
         Vec::<&str>::new()
     );
 }

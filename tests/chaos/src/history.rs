@@ -223,6 +223,19 @@ pub struct Lease {
     /// was handed out with (`args.by`): its own, or a replace's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The fence the claim answered (histories written before it was
+    /// recorded have none: see [`Lease::fence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+}
+
+impl Lease {
+    /// The fence the claim answered; for a history that did not record
+    /// it, the one its token ends with (`<prefix>-<fence>`).
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+            .or_else(|| self.token.rsplit_once('-')?.1.parse().ok())
+    }
 }
 
 /// Reads a history written by [`write_line`]; an error names the line.

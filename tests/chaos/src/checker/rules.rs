@@ -1165,7 +1165,7 @@ fn history_missing_claim(facts: &Facts<'_>) -> Vec<Violation> {
                 let Call::Claim { worker, .. } = &lease.claim.call else {
                     continue;
                 };
-                let fence = fence_of(&lease.lease.token);
+                let fence = lease.lease.fence();
                 let found = claimed
                     .iter()
                     .any(|&(f, w)| Some(f) == fence && w == Some(worker.as_str()));
@@ -1211,11 +1211,6 @@ fn is_fired(facts: &Facts<'_>, (queue, id): JobKey<'_>) -> bool {
             .is_some_and(|names| names.contains(&name))
 }
 
-/// A lease's fence: the number its token ends with, after its last `-`.
-fn fence_of(token: &str) -> Option<u64> {
-    token.rsplit_once('-')?.1.parse().ok()
-}
-
 /// A claim answered ok, as the fence rule sees it: when it certainly
 /// began (its first send) and ended, and the fences it handed out.
 struct Granted<'h> {
@@ -1237,7 +1232,7 @@ fn fence_not_growing(facts: &Facts<'_>) -> Vec<Violation> {
         };
         let fences: Vec<(&str, u64)> = jobs
             .iter()
-            .filter_map(|lease| Some((lease.id.as_str(), fence_of(&lease.token)?)))
+            .filter_map(|lease| Some((lease.id.as_str(), lease.fence()?)))
             .collect();
         if !fences.is_empty() {
             by_queue

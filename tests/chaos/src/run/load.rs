@@ -535,6 +535,7 @@ pub fn leases(body: &Value) -> Vec<Lease> {
                 enqueued_at: parse_time(&job["enqueued_at"])?,
                 expires_at: parse_time(&job["lease_expires_at"])?,
                 by: job["args"]["by"].as_str().map(str::to_owned),
+                fence: job["fence"].as_u64(),
             })
         })
         .collect()
