@@ -5,12 +5,14 @@
 -- does). Each round: a call enqueueing N jobs (priorities 1 to 10 in
 -- turn, 200 bytes of args), a call of N claims of one job each, and a call
 -- acking the N jobs claimed.
--- bench_cycle: ARGV[1] rounds, ARGV[2] N. Returns the jobs the last round
+-- bench_cycle: ARGV[1] rounds, ARGV[2] N, ARGV[3] the named groups the
+--   jobs spread over (none: no group). Returns the jobs the last round
 --   acked.
 -- bench_harness: the same rounds with the calls left out, to take the
 --   harness's own instructions out.
 -- bench_part: ARGV[1] rounds, ARGV[2] N, ARGV[3] 'enqueue', 'claim' or
---   'ack', ARGV[4] 'harness' to leave the calls out: rounds of that one
+--   'ack', ARGV[4] 'harness' to leave the calls out, ARGV[5] the groups
+--   as bench_cycle's ARGV[3]: rounds of that one
 --   call alone (enqueue fills the queue, claim takes from it and keeps
 --   the leases, ack acks those kept), so that each part is counted on
 --   its own.
@@ -18,6 +20,9 @@
 --   scripts/lua-instructions --fixed to count a call's fixed cost against.
 
 local bench_ids = 0
+-- The named groups the jobs spread over (job n's is g<n mod groups>),
+-- 0 for jobs without one: the caller's argument, set on every call.
+local bench_groups = 0
 
 -- The arguments a job takes beyond the first eight: `PER_JOB`, from
 -- lua/lib/enqueue.lua, of the library this is appended to (8 before
@@ -38,7 +43,8 @@ local function bench_argv(acking, enqueues, claims, body)
   a[#a + 1] = tostring(enqueues)
   for _ = 1, enqueues do
     bench_ids = bench_ids + 1
-    local job = {'1', 'bench' .. bench_ids, tostring(1 + bench_ids % 10), '0', '5', '', '', body, ''}
+    local group = bench_groups > 0 and ('g' .. bench_ids % bench_groups) or ''
+    local job = {'1', 'bench' .. bench_ids, tostring(1 + bench_ids % 10), '0', '5', group, '', body, ''}
     for _, v in ipairs(job) do
       a[#a + 1] = v
     end
@@ -82,10 +88,12 @@ local function bench_rounds(keys, argv, call)
 end
 
 redis.register_function('bench_cycle', function(keys, argv)
+  bench_groups = tonumber(argv[3]) or 0
   return bench_rounds(keys, argv, exchange)
 end)
 
 redis.register_function('bench_harness', function(keys, argv)
+  bench_groups = tonumber(argv[3]) or 0
   local fake = {}
   for i = 1, tonumber(argv[2]) do
     for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
@@ -100,6 +108,7 @@ local bench_kept = {}
 
 redis.register_function('bench_part', function(keys, argv)
   local rounds, n, part, harness = tonumber(argv[1]), tonumber(argv[2]), argv[3], argv[4] == 'harness'
+  bench_groups = tonumber(argv[5]) or 0
   local body = string.rep('x', 200)
   local call, fake = exchange, {}
   if harness then
