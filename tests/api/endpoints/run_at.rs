@@ -47,24 +47,30 @@ async fn claim_all(app: &TestApp, queue: &str, count: usize) -> Vec<Value> {
 #[tokio::test]
 async fn a_job_with_run_at_is_scheduled_until_then_and_leased_no_earlier() {
     let app = spawn_app().await;
-    let at = now_ms() + 400;
+    // An hour ahead: not claimable now, however slow this machine is.
+    let later = now_ms() + 3_600_000;
     let job = app
-        .enqueue("q", json!({"task": "t", "run_at": rfc3339(at)}))
+        .enqueue("q", json!({"task": "t", "run_at": rfc3339(later)}))
         .await;
     assert_eq!(job["state"], "scheduled", "{job}");
-    assert_eq!(ms_of(&job["run_at"]), at, "{job}");
+    assert_eq!(ms_of(&job["run_at"]), later, "{job}");
     let stored = app.job("q", id_of(&job)).await.body;
     assert_eq!(
         (stored["state"].clone(), ms_of(&stored["run_at"])),
-        (json!("scheduled"), at)
+        (json!("scheduled"), later)
     );
     assert!(
         app.claim("q", json!({})).await.is_empty(),
         "claimed before its run_at"
     );
 
+    // Soon: a long poll gets it once due, and no earlier.
+    let at = now_ms() + 400;
+    let soon = app
+        .enqueue("q", json!({"task": "t", "run_at": rfc3339(at)}))
+        .await;
     let leased = claim_all(&app, "q", 1).await;
-    assert_eq!(id_of(&leased[0]), id_of(&job));
+    assert_eq!(id_of(&leased[0]), id_of(&soon));
     assert!(
         granted_at(&leased[0]) >= at,
         "leased at {} before its run_at {at}",

@@ -653,39 +653,41 @@ fn unresolved_claims<'h>(facts: &Facts<'h>) -> Vec<&'h Op> {
 /// Every lease of a job enqueued with an expiry, against its deadline:
 /// both by Redis's clock, so no offset comes in.
 fn expired_delivered(facts: &Facts<'_>) -> Vec<Violation> {
-    let mut out = Vec::new();
-    for (&(queue, id), job) in &facts.jobs {
-        let Some(deadline) = job.expires_at() else {
-            continue;
-        };
-        for lease in leases_of(facts, job) {
-            if lease.granted_at >= deadline {
-                out.push(Violation::new(
-                    format!(
-                        "{queue}: {id} handed out at {} (op {}), its expiry at {deadline}",
-                        lease.granted_at, lease.claim.op
-                    ),
-                    [lease.claim.op],
-                ));
-            }
-        }
-    }
-    out
+    granted_outside(facts, |job| {
+        let deadline = job.expires_at()?;
+        Some((
+            move |at| at >= deadline,
+            format!("its expiry at {deadline}"),
+        ))
+    })
 }
 
 /// Every lease of a job enqueued with a `run_at`, granted before it (both
 /// by Redis's clock). Jobs with a dedup key are left out: a replace sets
 /// their start again.
 fn delivered_before_run_at(facts: &Facts<'_>) -> Vec<Violation> {
+    granted_outside(facts, |job| {
+        let run_at = job.run_at().filter(|_| job.dedup().is_none())?;
+        Some((move |at| at < run_at, format!("before its run_at {run_at}")))
+    })
+}
+
+/// Every lease granted when its job's `bound` (none: the job is not
+/// judged) says it may not be: a test of the grant's time by Redis's
+/// clock, and what the report says of it.
+fn granted_outside<F: Fn(i64) -> bool>(
+    facts: &Facts<'_>,
+    bound: impl Fn(&JobFacts<'_>) -> Option<(F, String)>,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     for (&(queue, id), job) in &facts.jobs {
-        let Some(run_at) = job.run_at().filter(|_| job.dedup().is_none()) else {
+        let Some((outside, what)) = bound(job) else {
             continue;
         };
-        for lease in leases_of(facts, job).filter(|lease| lease.granted_at < run_at) {
+        for lease in leases_of(facts, job).filter(|lease| outside(lease.granted_at)) {
             out.push(Violation::new(
                 format!(
-                    "{queue}: {id} handed out at {} (op {}), before its run_at {run_at}",
+                    "{queue}: {id} handed out at {} (op {}), {what}",
                     lease.granted_at, lease.claim.op
                 ),
                 [lease.claim.op],
