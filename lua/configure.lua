@@ -1,7 +1,7 @@
 -- configure: changes a queue's settings (a merge patch, already checked
 -- field by field) and wakes the claims waiting on it, which look again
 -- under the new settings.
--- KEYS: meta, weights, aging
+-- KEYS: meta, weights, aging, sizes
 -- ARGV[1] wake channel, ARGV[2] number of settings changes, then pairs of
 --   field, value ('' to reset the field); then '1' to clear every weight
 --   first ('0' not to), the number of weight changes, and pairs of group,
@@ -68,6 +68,12 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
   if clear then redis.call('DEL', weights) end
   -- Without max_wait_ms no job ages: the times of those that would go.
   if changes.max_wait_ms == '' then redis.call('DEL', q.aging) end
+  -- Without max_pending_bytes no bytes are counted: those counted go, and
+  -- a bound set again counts the jobs that enter waiting from then on.
+  if changes.max_pending_bytes == '' then
+    redis.call('DEL', q.sizes)
+    redis.call('HDEL', settings, 'pending_bytes')
+  end
   for _, change in ipairs(weight_changes) do
     if change[2] == '' then
       redis.call('HDEL', weights, change[1])

@@ -1,7 +1,7 @@
 -- requeue: returns a dead job to pending with its attempts reset, at the
 -- tail of its class (or of another class) for its group; it keeps its
 -- last error.
--- KEYS: pending, dead, jobs, meta, weights, groups, aging
+-- KEYS: pending, dead, jobs, meta, weights, groups, aging, sizes
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] id, ARGV[4] new
 --   priority ('' keeps it)
 -- Returns: the job's reply (see job_reply), pending
@@ -18,6 +18,7 @@ redis.register_function('requeue_' .. VERSION, function(keys, argv)
   job.prio = tonumber(argv[4]) or job.prio
   local now = now_ms()
   if not make_pending(c, {{id, job, now}}) then fail('SEQUENCE_EXHAUSTED') end
+  enter_waiting(c, id, job.body)
   note(c, id, now, 'requeued')
   redis.call('ZREM', q.dead, id)
   settle(c)

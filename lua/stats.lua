@@ -6,8 +6,8 @@
 -- Returns: {pending, scheduled, processing, expired leases, dead,
 --   {priority, pending, age ms of the next in line, ...}, groups, paused,
 --   completed, the `shards` field of meta (see the library's header) or
---   1, the named groups held back by group_rate_limit, jobs waiting for
---   their dependencies}
+--   1, the named groups held back by group_rate_limit, {jobs waiting for
+--   their dependencies, bytes counted waiting (see `enter_waiting`)}}
 -- Errors: none; every outcome is in the reply.
 redis.register_function{
   function_name = 'stats_' .. VERSION,
@@ -60,7 +60,7 @@ redis.register_function{
       redis.call('ZCARD', q.completed),
       tonumber(redis.call('HGET', meta, 'shards')) or 1,
       tonumber(redis.call('HGET', meta, 'throttled')) or 0,
-      redis.call('ZCARD', q.waiting),
+      {redis.call('ZCARD', q.waiting), tonumber(redis.call('HGET', meta, 'pending_bytes')) or 0},
     }
   end,
 }

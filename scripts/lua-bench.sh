@@ -38,16 +38,24 @@ library_of() {
   [ -s "$work/library.lua" ] || die "$1 loaded no library (see $work/prioq.log)"
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   cat benches/lua/cycle.lua >>"$work/library.lua"
+  keys_of_library
 }
 
-# exchange's keys for the queue `bench` (a library of an older version
-# takes the first ones).
-keys=()
-for key in pending scheduled processing dead jobs leases meta weights groups completed results progress claims claims:until \
-  expiry expiry:due dedup dedup:of dedup:until cancels waiting after after:left after:done after:early outbox outbox:due \
-  depended aging; do
-  keys+=("{bench}:$key")
-done
+# exchange's keys for the queue `bench`, in the order the library in
+# $work/library.lua takes them: "{bench}:<field>" for each field its
+# QUEUE_OF table names (the key names only need to differ and share the
+# hash tag; `meta`, `processing` and `leases` keep the names fresh_queue
+# writes).
+keys_of_library() {
+  local fields
+  fields=$(sed -n 's/^  exchange = function(keys, argv) return {\(.*\)} end,$/\1/p' "$work/library.lua" |
+    grep -o '[a-z_]* = keys\[' | sed 's/ = keys\[$//')
+  [ -n "$fields" ] || die "no key table for exchange in $work/library.lua"
+  keys=()
+  for field in $fields; do
+    keys+=("{bench}:$field")
+  done
+}
 
 # Empties the redis-server on port $1 and lists the queue `bench` as
 # prioq lists a queue before its first write, with $work/library.lua's

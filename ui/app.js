@@ -454,7 +454,7 @@ async function renderQueue(current, generation) {
 function renderSettings(queueSettings, stats) {
   const {
     paused, max_in_flight: maxInFlight, rate_limit: rate, group_max_in_flight: groupCap,
-    group_rate_limit: groupRate, max_pending: maxPending,
+    group_rate_limit: groupRate, max_pending: maxPending, max_pending_bytes: maxPendingBytes,
   } = queueSettings;
   $('queue-paused').hidden = !paused;
   const toggle = $('pause-toggle');
@@ -472,6 +472,7 @@ function renderSettings(queueSettings, stats) {
     ['group_rate_limit', 'Per-group rate', groupRate == null ? 'none' : `${amount(groupRate.per_second)} jobs/s, burst ${groupRate.burst}`],
     ['group_weights', 'Weights', ...weights(queueSettings.group_weights)],
     ['max_pending', 'Bound', ...bound(maxPending, stats)],
+    ['max_pending_bytes', 'Byte bound', ...byteBound(maxPendingBytes, stats)],
     ['push', 'Push', ...pushed(stats?.push)],
     ['retain_ms', 'Kept once acked', queueSettings.retain_ms > 0 ? duration(queueSettings.retain_ms) : 'not kept'],
     ['history_ms', 'Job histories', queueSettings.history_ms > 0 ? `kept ${duration(queueSettings.history_ms)}` : 'not kept'],
@@ -497,6 +498,20 @@ function bound(maxPending, stats) {
   const waiting = stats.pending + stats.scheduled + (stats.waiting ?? 0);
   const full = waiting >= maxPending;
   return [`${waiting} of ${maxPending} waiting (${Math.min(100, Math.round((100 * waiting) / maxPending))}%)`, full ? 'warn' : '', title];
+}
+
+/**
+ * A queue's `max_pending_bytes` and how full it is: [shown, className,
+ * title]. The bytes counted are those of the jobs that entered waiting
+ * since the bound was set.
+ */
+function byteBound(maxPendingBytes, stats) {
+  if (maxPendingBytes === null || maxPendingBytes === undefined) return ['none', '', 'Enqueues are never refused for the bytes waiting'];
+  const title = 'At the bound, enqueues answer 429 queue_full and change nothing';
+  const bytes = stats?.pending_bytes;
+  if (bytes === null || bytes === undefined) return [`${maxPendingBytes} bytes waiting`, '', title];
+  const full = bytes >= maxPendingBytes;
+  return [`${bytes} of ${maxPendingBytes} bytes waiting (${Math.min(100, Math.round((100 * bytes) / maxPendingBytes))}%)`, full ? 'warn' : '', title];
 }
 
 /**

@@ -123,6 +123,13 @@ end
 -- move to the highest tags handed out. Answers the ids and the records of
 -- the jobs taken.
 local function finish_take(c, t, now)
+  if c.settings.max_pending_bytes then
+    local left = {unpack(t.taken)}
+    for _, job in ipairs(t.gone) do
+      left[#left + 1] = job[1]
+    end
+    leave_waiting(c, left)
+  end
   if #t.gone > 0 then
     expire(c, t.gone, now)
     c.expiring_budget = c.expiring_budget - #t.gone

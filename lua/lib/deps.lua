@@ -80,6 +80,7 @@ local function tell(c, id, ref, outcome, result, now)
   if not redis.call('ZSCORE', q.waiting, id) then return end
   if outcome ~= 'c' and string.sub(entry, 1, 1) == 'd' then
     redis.call('ZREM', q.waiting, id)
+    leave_waiting(c, {id})
     local job = decode(redis.call('HGET', q.jobs, id))
     job.error = 'dependency ' .. ref .. ' ' .. OUTCOME_NAMES[outcome]
     make_dead(q, id, job, now)

@@ -3,7 +3,7 @@
 -- HSET and a ZADD per set.
 -- Its section of ARGV: the number of requests, then per request its
 -- number of jobs (followed by '!' when the request is admitted whatever
--- the queue's max_pending: see `admit`) and twelve ARGV per job: id, priority, delay_ms
+-- the queue's bounds: see `admit`) and twelve ARGV per job: id, priority, delay_ms
 -- (or '@' and its run_at in ms, made a delay from `now` as it is read),
 -- max_attempts, group ('' for none), retain_ms once acked ('' for the
 -- queue's), body (see the record format), in a sharded queue its
@@ -19,7 +19,9 @@
 -- dependencies), else the view of the job already known under its id.
 -- The status 'QUEUE_FULL', followed by the jobs waiting and the shard's
 -- max_pending, says the request's new jobs would take the jobs waiting
--- past max_pending. The status 'SEQUENCE_EXHAUSTED' says the request's class
+-- past max_pending; 'QUEUE_FULL_BYTES', followed by the bytes waiting and
+-- the shard's max_pending_bytes, the same of their bodies' bytes. The
+-- status 'SEQUENCE_EXHAUSTED' says the request's class
 -- has used up its tags while jobs wait in it, 'UNREGISTERED' and
 -- 'DELETING' that the queue may not be written to now (see
 -- `registered`): the request wrote nothing and has no jobs.
@@ -62,29 +64,44 @@ local function read_enqueues(argv, at, now)
   return {firsts = firsts, counts = counts, before = before, ids = ids, fields = fields, admitted = admitted}, at
 end
 
--- Which requests the queue's max_pending refuses: those whose new jobs
--- (ids not `known`, counted before deduplication) would take the jobs
--- waiting past it, in turn, the earlier ones admitted counting. A request
--- admitted whatever the bound (split over shards and checked in each
+-- Which requests the queue's bounds refuse: those whose new jobs (ids
+-- not `known`, counted before deduplication) would take the jobs waiting
+-- past max_pending, or their bodies' bytes past max_pending_bytes (see
+-- `enter_waiting`), in turn, the earlier ones admitted counting. A request
+-- admitted whatever the bounds (split over shards and checked in each
 -- before, or a schedule's job) is not refused, and counts. Answers the
--- refused ({[r] = true}, or NONE) and the jobs waiting.
-local function admit(c, enqueues, known)
-  local limit = c.settings.max_pending
-  if not limit then return NONE, 0 end
-  local waiting, refused = waiting_jobs(c.q), NONE
+-- refused: {[r] = its answer's status, the amount waiting and the bound},
+-- or NONE.
+local function admit(c, argv, enqueues, known)
+  local limit, bytes_limit = c.settings.max_pending, c.settings.max_pending_bytes
+  if not limit and not bytes_limit then return NONE end
+  local waiting = limit and waiting_jobs(c.q) or 0
+  local bytes = bytes_limit and number(c, 'pending_bytes') or 0
+  local refused = NONE
   for r = 1, #enqueues.firsts do
-    local fresh = 0
-    for i = enqueues.before[r] + 1, enqueues.before[r] + enqueues.counts[r] do
-      if not known[i] then fresh = fresh + 1 end
+    local fresh, fresh_bytes, before = 0, 0, enqueues.before[r]
+    for i = 1, enqueues.counts[r] do
+      if not known[before + i] then
+        fresh = fresh + 1
+        if bytes_limit then fresh_bytes = fresh_bytes + #argv[enqueues.firsts[r] + PER_JOB * (i - 1) + 6] end
+      end
     end
-    if fresh > 0 and waiting + fresh > limit and not enqueues.admitted[r] then
+    local full
+    if fresh > 0 and not enqueues.admitted[r] then
+      if limit and waiting + fresh > limit then
+        full = {'QUEUE_FULL', waiting, limit}
+      elseif bytes_limit and bytes + fresh_bytes > bytes_limit then
+        full = {'QUEUE_FULL_BYTES', bytes, bytes_limit}
+      end
+    end
+    if full then
       if refused == NONE then refused = {} end
-      refused[r] = true
+      refused[r] = full
     else
-      waiting = waiting + fresh
+      waiting, bytes = waiting + fresh, bytes + fresh_bytes
     end
   end
-  return refused, waiting
+  return refused
 end
 
 -- Decides at `now` whether the job at `base`, new by its id, is answered
@@ -198,6 +215,7 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
   for _, base in ipairs(order) do
     local id, from = argv[base], source[base] or base
     w.created[id] = true
+    enter_waiting(c, id, argv[from + 6])
     local prio, delay, max = int_of(argv[from + 1]), int_of(argv[from + 2]), int_of(argv[base + 3])
     local group = argv[base + 4] ~= '' and argv[base + 4] or nil
     local retain = int_of(argv[base + 5]) or c.settings.retain_ms
@@ -262,6 +280,7 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
     job.prio, job.body = int_of(argv[from + 1]), argv[from + 6]
     local delay = int_of(argv[from + 2])
     if replacing.waiting then
+      leave_waiting(c, {owner})
       job.ready = job.enqueued + delay
     else
       take_out(c, owner, replacing.record)
@@ -275,6 +294,7 @@ local function take_requests(c, argv, enqueues, first, last, known, w, now)
         next_tag = next_tag + 1
       end
     end
+    enter_waiting(c, owner, job.body)
     records[#records + 1] = owner
     records[#records + 1] = encode(job)
     w.dedup[#w.dedup + 1] = replacing.key
@@ -297,7 +317,7 @@ local function enqueue_all(c, argv, enqueues, now, out)
     return
   end
   local known = #enqueues.ids > 0 and redis.call('HMGET', q.jobs, unpack(enqueues.ids)) or {}
-  local refused, waiting = admit(c, enqueues, known)
+  local refused = admit(c, argv, enqueues, known)
   local w = {created = {}, records = {}, adds = {}, scheduled = {}, refused = refused}
   local exhausted = {}
   if not take_requests(c, argv, enqueues, 1, requests, known, w, now) then
@@ -334,9 +354,9 @@ local function enqueue_all(c, argv, enqueues, now, out)
   local answered = {}
   for r = 1, requests do
     if refused[r] then
-      out[#out + 1] = 'QUEUE_FULL'
-      out[#out + 1] = waiting
-      out[#out + 1] = c.settings.max_pending
+      for _, part in ipairs(refused[r]) do
+        out[#out + 1] = part
+      end
     elseif exhausted[r] then
       out[#out + 1] = 'SEQUENCE_EXHAUSTED'
     else

@@ -90,6 +90,10 @@
 --                     dependants in other slots are still to be told
 --   outbox:due zset   id -> when it ended
 --   depended   set    the jobs that have a dependants set (below)
+--   sizes      hash   id -> its body's size (bytes), of each job waiting
+--                     that entered waiting while the queue had
+--                     max_pending_bytes (see `enter_waiting`); empty
+--                     without it
 --   push       hash   in the home: the queue's push target and its health
 --                     (see push.lua)
 --   push:slots zset   slot -> when it lapses: the target's deliveries
@@ -117,6 +121,7 @@
 --                     expiring: the entries in `expiry`, so that calls
 --                       on a queue without any need not look there
 --                     backing_off: the entries in `backoff`, likewise
+--                     pending_bytes: the sum of `sizes`
 --                     keyed: the entries in `dedup:of`, likewise
 --                     cancelling: the entries in `cancels`, likewise
 --                     depending: the entries in `after`, likewise;

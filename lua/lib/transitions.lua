@@ -150,15 +150,52 @@ local function make_dead(q, id, job, now)
   redis.call('ZADD', q.dead, ms(now), id)
 end
 
+-- Bytes waiting (max_pending_bytes): while the queue has the setting,
+-- `sizes` holds the body size of each job waiting that was counted (it
+-- entered waiting since the setting was set), and `meta`'s pending_bytes
+-- their sum. A job enters at its enqueue, a lease's end that puts it
+-- back and a requeue; it leaves when claimed, taken out, expired or dead
+-- while waiting. A job leaves by the size it entered with, so a
+-- record rewritten meanwhile changes nothing; one never counted leaves
+-- nothing. Without the setting `sizes` is empty (see configure.lua) and
+-- neither costs anything.
+
+-- Counts job `id`, of body `body`, as waiting.
+local function enter_waiting(c, id, body)
+  if not c.settings.max_pending_bytes then return end
+  redis.call('HSET', c.q.sizes, id, #body)
+  add(c, 'pending_bytes', #body)
+end
+
+-- Counts jobs `ids` as no longer waiting.
+local function leave_waiting(c, ids)
+  if not c.settings.max_pending_bytes or #ids == 0 then return end
+  local sizes, gone = redis.call('HMGET', c.q.sizes, unpack(ids)), 0
+  for i = 1, #ids do
+    gone = gone + (tonumber(sizes[i]) or 0)
+  end
+  if gone > 0 then
+    redis.call('HDEL', c.q.sizes, unpack(ids))
+    add(c, 'pending_bytes', -gone)
+  end
+end
+
 -- Takes a waiting job (pending, scheduled, or in its group set) out of
 -- where it waits; `record` is its record. A group's head taken out is
 -- replaced by the group's next job. Answers whether the job was waiting.
 local function take_out(c, id, record)
   local q = c.q
-  if redis.call('ZREM', q.scheduled, id) == 1 then return true end
-  if number(c, 'depending') > 0 and redis.call('ZREM', q.waiting, id) == 1 then return true end
+  if redis.call('ZREM', q.scheduled, id) == 1
+    or (number(c, 'depending') > 0 and redis.call('ZREM', q.waiting, id) == 1) then
+    leave_waiting(c, {id})
+    return true
+  end
   local group = group_of(record)
-  if not group then return redis.call('ZREM', q.pending, id) == 1 end
+  if not group then
+    if redis.call('ZREM', q.pending, id) == 0 then return false end
+    leave_waiting(c, {id})
+    return true
+  end
   local prio = decode(record).prio
   if redis.call('ZREM', q.pending, id) == 1 then
     -- The head's successor takes its place: pending did not go from
@@ -170,6 +207,7 @@ local function take_out(c, id, record)
   else
     return false
   end
+  leave_waiting(c, {id})
   count_waiting(c, group, -1)
   return true
 end
@@ -593,6 +631,7 @@ local function end_lease(c, id, now, delay, bury, prio, error, event)
   elseif state == 'scheduled' then
     make_scheduled(q, id, job, now + delay)
   end
+  if state ~= 'dead' then enter_waiting(c, id, job.body) end
   if deadline and state ~= 'dead' then redis.call('ZADD', q.expiry_due, ms(deadline), id) end
   if in_flight then wake_if_slot_freed(c, in_flight) end
   note(c, id, now, event .. ' ' .. state .. (job.error and (' ' .. job.error) or ''))

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::queue::QueueError;
+use crate::queue::{Bound, QueueError};
 
 /// What went wrong, in the client's terms.
 #[derive(Debug, thiserror::Error)]
@@ -54,11 +54,18 @@ pub enum ApiError {
     },
     #[error("the limit on {0} is reached; the request had no effect")]
     LimitReached(&'static str),
-    /// The queue's `max_pending` would be exceeded: nothing changed.
+    /// The queue's `max_pending` or `max_pending_bytes` would be
+    /// exceeded: nothing changed.
     #[error(
-        "the queue is full: {waiting} jobs wait to be handed out and max_pending allows {limit} (a sharded queue's per shard); the request had no effect, retry it later"
+        "the queue is full: {waiting} {} wait to be handed out and {} allows {limit} (a sharded queue's per shard); the request had no effect, retry it later",
+        bound.unit(),
+        bound.setting()
     )]
-    QueueFull { waiting: u64, limit: u64 },
+    QueueFull {
+        waiting: u64,
+        limit: u64,
+        bound: Bound,
+    },
 }
 
 /// What a `queue_full` answer's `Retry-After` asks of the producer (s): a
@@ -181,7 +188,15 @@ impl From<QueueError> for ApiError {
                 Self::Conflict("the queue holds jobs: `?purge=true` deletes them with it".into())
             }
             QueueError::LimitReached(limit) => Self::LimitReached(limit),
-            QueueError::QueueFull { waiting, limit } => Self::QueueFull { waiting, limit },
+            QueueError::QueueFull {
+                waiting,
+                limit,
+                bound,
+            } => Self::QueueFull {
+                waiting,
+                limit,
+                bound,
+            },
         }
     }
 }

@@ -165,6 +165,18 @@ pub fn render_metrics(figures: &[QueueFigures]) -> String {
     );
     gauge_family(
         &mut out,
+        "prioq_queue_bytes_fill_ratio",
+        "Bytes of the jobs waiting to be handed out over max_pending_bytes, for the queues that have one: at 1 enqueues answer 429 queue_full.",
+        queues.iter().filter_map(|(queue, stats)| {
+            let limit = stats.max_pending_bytes?;
+            Some((
+                format!("queue=\"{queue}\""),
+                stats.pending_bytes as f64 / limit as f64,
+            ))
+        }),
+    );
+    gauge_family(
+        &mut out,
         "prioq_jobs_group_pending",
         "Pending jobs of a queue's deepest named groups (at most 20 a queue).",
         figures.iter().flat_map(|f| {

@@ -154,7 +154,7 @@ const ON_A_JOB: [(&str, &str, &str, &[&str]); 6] = [
     (
         "429",
         "queue_full",
-        "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+        "The queue's `max_pending` or `max_pending_bytes` would be exceeded by the request's new jobs (`detail` names which); nothing was written. `Retry-After` says when to try again",
         &["enqueue", "enqueue_batch"],
     ),
     (

@@ -43,6 +43,10 @@ pub struct QueueView {
     completed: u64,
     /// Jobs waiting for their dependencies (never claimed until released).
     waiting: u64,
+    /// The bytes of the waiting jobs counted against `max_pending_bytes`
+    /// (those that entered waiting since it was set); null when the queue
+    /// has no such bound.
+    pending_bytes: Option<u64>,
     /// The number of Redis hash slots the queue's jobs are spread over
     /// (its `shards` setting).
     shards: u32,
@@ -83,6 +87,7 @@ impl QueueView {
             paused: stats.paused,
             completed: stats.completed,
             waiting: stats.waiting,
+            pending_bytes: stats.max_pending_bytes.map(|_| stats.pending_bytes),
             shards: stats.shards,
             push: push.map(|push| PushView::new(push, false)),
         }

@@ -52,11 +52,15 @@ pub enum QueueError {
     /// before running it: it did not run.
     #[error("Redis is out of memory")]
     Full(#[source] anyhow::Error),
-    /// The request's new jobs would take the jobs waiting in a shard
-    /// (`waiting`) past its share of the queue's `max_pending` (`limit`):
-    /// nothing was written.
-    #[error("the queue is full: {waiting} jobs wait, max_pending {limit}")]
-    QueueFull { waiting: u64, limit: u64 },
+    /// The request's new jobs would take what waits in a shard
+    /// (`waiting`, jobs or bytes) past its share of one of the queue's
+    /// bounds (`limit`): nothing was written.
+    #[error("the queue is full: {waiting} {} wait, {} {limit}", bound.unit(), bound.setting())]
+    QueueFull {
+        waiting: u64,
+        limit: u64,
+        bound: Bound,
+    },
     /// A configured count would be exceeded (named): nothing was written.
     #[error("the limit on {0} is reached")]
     LimitReached(&'static str),
@@ -81,7 +85,15 @@ impl QueueError {
             Self::Conflict => Self::Conflict,
             Self::NotEmpty => Self::NotEmpty,
             Self::SequenceExhausted => Self::SequenceExhausted,
-            &Self::QueueFull { waiting, limit } => Self::QueueFull { waiting, limit },
+            &Self::QueueFull {
+                waiting,
+                limit,
+                bound,
+            } => Self::QueueFull {
+                waiting,
+                limit,
+                bound,
+            },
             &Self::UnknownDependency { job, at } => Self::UnknownDependency { job, at },
             Self::Invalid(field) => Self::Invalid(field.clone()),
             Self::ShardsChanged => Self::ShardsChanged,
@@ -92,6 +104,33 @@ impl QueueError {
             Self::Full(error) => Self::Full(anyhow::anyhow!("{error:#}")),
             Self::LimitReached(limit) => Self::LimitReached(limit),
             Self::Unknown(error) => Self::Unknown(anyhow::anyhow!("{error:#}")),
+        }
+    }
+}
+
+/// Which of a queue's bounds an enqueue met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// `max_pending`: jobs waiting.
+    Jobs,
+    /// `max_pending_bytes`: the bytes of the jobs waiting.
+    Bytes,
+}
+
+impl Bound {
+    /// The setting that holds the bound.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::Jobs => "max_pending",
+            Self::Bytes => "max_pending_bytes",
+        }
+    }
+
+    /// What it counts.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Self::Jobs => "jobs",
+            Self::Bytes => "bytes",
         }
     }
 }

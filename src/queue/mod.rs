@@ -37,7 +37,7 @@ mod sweep;
 pub(crate) mod wake;
 
 pub use broker::{Broker, BrokerConfig};
-pub use error::{QueueError, Result};
+pub use error::{Bound, QueueError, Result};
 pub use exchange::{
     Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held,
     Known, OutgoingJob, Route, exchange_answers, exchange_command,

@@ -35,6 +35,10 @@ pub struct QueueStats {
     pub waiting: u64,
     /// The queue's `max_pending`, fleet-wide, when it has one.
     pub max_pending: Option<u64>,
+    /// The bytes of the waiting jobs counted against `max_pending_bytes`.
+    pub pending_bytes: u64,
+    /// The queue's `max_pending_bytes`, fleet-wide, when it has one.
+    pub max_pending_bytes: Option<u64>,
 }
 
 /// One priority class of a queue's pending jobs.
@@ -62,7 +66,7 @@ type RawStats = (
     u64,
     i64,
     u64,
-    u64,
+    (u64, u64),
 );
 
 impl Broker {
@@ -101,7 +105,7 @@ impl Broker {
             completed,
             _,
             rate_limited,
-            waiting,
+            (waiting, bytes),
         ) in parts
         {
             stats.pending += pending;
@@ -114,6 +118,7 @@ impl Broker {
             stats.completed += completed;
             stats.rate_limited_groups += rate_limited;
             stats.waiting += waiting;
+            stats.pending_bytes += bytes;
             for (priority, pending, oldest_age_ms) in shard_classes {
                 let class = classes.entry(priority).or_insert(ClassStats {
                     priority,
@@ -125,10 +130,11 @@ impl Broker {
             }
         }
         stats.classes = classes.into_values().collect();
-        let mut cmd = Call::safe(redis::cmd("HGET"));
+        let mut cmd = Call::safe(redis::cmd("HMGET"));
         cmd.arg(shards.home().keys.key(Key::Meta))
-            .arg("max_pending");
-        stats.max_pending = self.call::<Option<u64>>(&cmd).await?;
+            .arg("max_pending")
+            .arg("max_pending_bytes");
+        (stats.max_pending, stats.max_pending_bytes) = self.call(&cmd).await?;
         // A group with jobs in several shards counts once.
         if shards.count() > 1 && stats.groups > 0 {
             let names = try_join_all(shards.shards.iter().map(|shard| async move {

@@ -179,3 +179,168 @@ async fn max_pending_out_of_range_is_refused() {
     let view = configure(&app, "q", json!({"max_pending": 10})).await;
     assert_eq!(view["max_pending"], 10);
 }
+
+/// Args whose job counts `size` bytes against `max_pending_bytes` with the
+/// task "t": the task's length (one byte), the task, the args as sent.
+fn args_of(size: usize) -> Value {
+    let overhead = 2 + r#"{"pad":""}"#.len();
+    json!({"pad": "x".repeat(size - overhead)})
+}
+
+fn bytes_waiting(stats: &Value) -> u64 {
+    stats["pending_bytes"].as_u64().expect("pending_bytes")
+}
+
+/// `max_pending_bytes` bounds the bytes of the jobs waiting: a job that
+/// would take them past it is refused (429 `queue_full`, nothing
+/// changed) while a smaller one fits; a job handed out frees its bytes,
+/// one put back by a nack or a requeue takes them again, and a cancel, a
+/// delete and a replace by dedup key give back or change what they held.
+#[tokio::test]
+async fn an_enqueue_past_max_pending_bytes_is_refused_and_changes_nothing() {
+    let app = spawn_app().await;
+    configure(&app, "q", json!({"max_pending_bytes": 1_000})).await;
+    for id in ["a", "b", "c"] {
+        let job = json!({"task": "t", "id": id, "args": args_of(300), "max_attempts": 1});
+        app.enqueue("q", job).await;
+    }
+    assert_eq!(bytes_waiting(&app.stats("q").await), 900);
+    let before = app.snapshot().await;
+    let refused = post_job(
+        &app,
+        "q",
+        json!({"task": "t", "id": "d", "args": args_of(300)}),
+    )
+    .await;
+    assert_full(&refused);
+    let detail = refused.body["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("900 bytes") && detail.contains("max_pending_bytes allows 1000"),
+        "{detail}"
+    );
+    assert_eq!(app.snapshot().await, before, "nothing changed");
+    let fill = r#"prioq_queue_bytes_fill_ratio{queue="q"}"#;
+    assert_eq!(app.metric(fill).await, 0.9);
+    // A batch is taken whole or refused whole by bytes too.
+    let two = json!([{"task": "t", "id": "e", "args": args_of(50)}, {"task": "t", "id": "f", "args": args_of(60)}]);
+    assert_full(&post_batch(&app, "q", two).await);
+    assert_eq!(app.snapshot().await, before, "no job of the batch was made");
+    app.enqueue(
+        "q",
+        json!({"task": "t", "id": "small", "args": args_of(100)}),
+    )
+    .await;
+    assert_eq!(bytes_waiting(&app.stats("q").await), 1_000);
+
+    // Handed out: its bytes are free; put back by a nack: counted again.
+    let claimed = app.claim("q", json!({})).await;
+    assert_eq!(claimed[0]["id"], "a");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 700);
+    let nack = json!({"lease_token": claimed[0]["lease_token"], "error": "bad"});
+    let answer = app.post(app.queue_url("q", "/jobs/a/nack"), nack).await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    // max_attempts 1: dead, not waiting; a requeue makes it wait again.
+    assert_eq!(app.job("q", "a").await.body["state"], "dead");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 700);
+    let requeued = app
+        .post(app.queue_url("q", "/dlq/a/requeue"), json!({}))
+        .await;
+    assert_eq!(requeued.status, StatusCode::OK, "{requeued:?}");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 1_000);
+
+    // A cancel and a delete give their bytes back.
+    let cancelled = app
+        .post(app.queue_url("q", "/jobs/b/cancel"), json!({}))
+        .await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{cancelled:?}");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 700);
+    let deleted = app
+        .send(app.http.delete(app.queue_url("q", "/jobs/small")))
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{deleted:?}");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 600);
+    // A replace by dedup key counts the new body in place of the old.
+    let keyed = json!({"task": "t", "id": "k", "args": args_of(100), "dedup": {"key": "k"}});
+    app.enqueue("q", keyed).await;
+    let replace =
+        json!({"task": "t", "args": args_of(250), "dedup": {"key": "k", "mode": "replace"}});
+    let answer = post_job(&app, "q", replace).await;
+    assert_eq!(answer.body["replaced"], true, "{answer:?}");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 850);
+
+    // Lifted, the bound counts nothing; set again, it counts the jobs
+    // that enter waiting from then on.
+    let view = configure(&app, "q", json!({"max_pending_bytes": null})).await;
+    assert_eq!(view["max_pending_bytes"], Value::Null);
+    assert_eq!(app.stats("q").await["pending_bytes"], Value::Null);
+    assert!(
+        !app.metrics().await.contains(fill),
+        "no fill without a bound"
+    );
+    configure(&app, "q", json!({"max_pending_bytes": 1_000})).await;
+    assert_eq!(bytes_waiting(&app.stats("q").await), 0);
+    app.enqueue("q", json!({"task": "t", "id": "new", "args": args_of(40)}))
+        .await;
+    assert_eq!(bytes_waiting(&app.stats("q").await), 40);
+    // An old job claimed frees nothing it was not counted for.
+    let claimed = app.claim("q", json!({"max_jobs": 10})).await;
+    assert_eq!(claimed.len(), 4, "{claimed:?}");
+    assert_eq!(bytes_waiting(&app.stats("q").await), 0);
+}
+
+/// A queue split over 2 shards with `max_pending_bytes` 600 holds 300
+/// bytes in each: a batch that spans them is refused whole when it would
+/// overfill one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_batch_is_refused_whole_past_a_shards_bytes() {
+    const SHARDS: u32 = 2;
+    let app = spawn_app().await;
+    configure(
+        &app,
+        "s",
+        json!({"shards": SHARDS, "max_pending_bytes": 600}),
+    )
+    .await;
+    let of_shard = |shard: u32| {
+        (0..)
+            .map(move |n| format!("s{shard}-{n}"))
+            .find(|id| shard_of(id, SHARDS) == shard)
+            .expect("an id")
+    };
+    let (zero, one) = (of_shard(0), of_shard(1));
+    app.enqueue("s", json!({"task": "t", "id": "z", "args": args_of(250)}))
+        .await;
+    let shard_of_z = shard_of("z", SHARDS);
+    let other = if shard_of_z == 0 { &one } else { &zero };
+    let same = if shard_of_z == 0 { &zero } else { &one };
+    let before = app.snapshot().await;
+    let spanning = json!([{"task": "t", "id": other, "args": args_of(100)}, {"task": "t", "id": same, "args": args_of(100)}]);
+    let refused = post_batch(&app, "s", spanning).await;
+    assert_full(&refused);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("250 bytes"),
+        "{refused:?}"
+    );
+    assert_eq!(app.snapshot().await, before, "no part was written");
+    let fits = json!([{"task": "t", "id": other, "args": args_of(100)}, {"task": "t", "id": same, "args": args_of(50)}]);
+    let answer = post_batch(&app, "s", fits).await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(bytes_waiting(&app.stats("s").await), 400);
+}
+
+#[tokio::test]
+async fn max_pending_bytes_out_of_range_is_refused() {
+    let app = spawn_app().await;
+    for bad in [json!(0), json!(1_000_000_000_001_u64), json!("10")] {
+        let answer = patch_settings(&app, "q", json!({"max_pending_bytes": bad})).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {answer:?}"
+        );
+        assert_eq!(answer.body["field"], "max_pending_bytes");
+    }
+}

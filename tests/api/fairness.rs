@@ -406,7 +406,7 @@ async fn settings_merge_patches_field_by_field() {
         defaults,
         json!({"paused": false, "max_in_flight": null, "rate_limit": null,
                "group_weights": {}, "group_max_in_flight": null, "group_rate_limit": null, "max_wait_ms": null, "max_pending": null,
-               "retain_ms": 0, "history_ms": 0, "shards": 1})
+               "max_pending_bytes": null, "retain_ms": 0, "history_ms": 0, "shards": 1})
     );
     configure(
         &app,
@@ -430,7 +430,7 @@ async fn settings_merge_patches_field_by_field() {
         merged,
         json!({"paused": false, "max_in_flight": 5, "rate_limit": {"per_second": 2.5, "burst": 7},
                "group_weights": {"b": 3, "c": 1}, "group_max_in_flight": null,
-               "group_rate_limit": null, "max_wait_ms": null, "max_pending": null, "retain_ms": 60_000, "history_ms": 0, "shards": 1})
+               "group_rate_limit": null, "max_wait_ms": null, "max_pending": null, "max_pending_bytes": null, "retain_ms": 60_000, "history_ms": 0, "shards": 1})
     );
     assert_eq!(app.get(app.queue_url("q", "/settings")).await.body, merged);
     let reset = configure(

@@ -47,6 +47,7 @@ fn enqueue(
         replaced: false,
         backoff: None,
         run_at: None,
+        bytes: None,
     };
     op(n, queue, (at, at + 5), outcome, call)
 }
@@ -204,6 +205,7 @@ fn clean() -> Vec<Op> {
         group_max_in_flight: Some(1),
         shards: None,
         max_pending: None,
+        max_pending_bytes: None,
         history_ms: None,
     };
     let schedule = Call::Schedule {
@@ -420,6 +422,7 @@ fn sharded(shards: u32) -> Op {
         group_max_in_flight: None,
         shards: Some(shards),
         max_pending: None,
+        max_pending_bytes: None,
         history_ms: None,
     };
     op(52, "main", (0, 1), Outcome::Ok, call)
@@ -1019,6 +1022,7 @@ fn every_rule_has_a_planted_violation() {
         "dedup_key_held_twice",
         "replaced_delivered",
         "queue_overfilled",
+        "queue_overfilled_bytes",
         "history_missing_claim",
         "result_mismatch",
         "fence_not_growing",
@@ -1050,6 +1054,7 @@ fn bounded(claimed: bool) -> Vec<Op> {
         group_max_in_flight: None,
         shards: None,
         max_pending: Some(2),
+        max_pending_bytes: None,
         history_ms: None,
     };
     let mut history = clean();
@@ -1076,6 +1081,62 @@ fn a_job_made_while_a_bounded_queue_was_full_is_reported() {
     assert_eq!(broken(&bounded(true)), Vec::<&str>::new());
 }
 
+/// Queue `sized` with `max_pending_bytes` 100, holding x and y of 40
+/// bytes each, and z of `z_bytes` enqueued after them (a keyed w of 40
+/// too, left out: a replace may have changed its bytes); with x claimed
+/// before z's enqueue began when `claimed`.
+fn bounded_bytes(claimed: bool, z_bytes: u64) -> Vec<Op> {
+    let call = Call::Configure {
+        max_in_flight: None,
+        group_max_in_flight: None,
+        shards: None,
+        max_pending: None,
+        max_pending_bytes: Some(100),
+        history_ms: None,
+    };
+    let sized = |n, id: &str, at, bytes, key: Option<&str>| {
+        let mut op = enqueue(n, "sized", id, 1, "g1", at, Outcome::Ok);
+        if let Call::Enqueue {
+            bytes: weight,
+            dedup,
+            ..
+        } = &mut op.call
+        {
+            *weight = Some(bytes);
+            *dedup = key.map(str::to_owned);
+        }
+        op
+    };
+    let mut history = clean();
+    history.push(op(80, "sized", (800, 801), Outcome::Ok, call));
+    history.push(sized(81, "x", 810, 40, None));
+    history.push(sized(82, "y", 820, 40, None));
+    history.push(sized(83, "w", 825, 40, Some("k")));
+    if claimed {
+        history.push(claim(
+            84,
+            "sized",
+            ("x", 1, "g1", 0, 811),
+            "t-sized-x",
+            830,
+            60_000,
+        ));
+    }
+    history.push(sized(85, "z", 850, z_bytes, None));
+    history
+}
+
+#[test]
+fn a_job_made_past_a_queues_bytes_is_reported() {
+    assert_eq!(
+        broken(&bounded_bytes(false, 30)),
+        ["queue_overfilled_bytes"]
+    );
+    // 40 + 40 + 20 is the bound, not past it.
+    assert_eq!(broken(&bounded_bytes(false, 20)), Vec::<&str>::new());
+    assert_eq!(broken(&bounded_bytes(true, 30)), Vec::<&str>::new());
+}
+
 /// Queue `kept` keeping histories, its job h claimed twice (the first
 /// lease nacked); h's history read back with `claimed` its claim events
 /// (fence and worker each).
@@ -1085,6 +1146,7 @@ fn kept(claimed: &[(u64, &str)]) -> Vec<Op> {
         group_max_in_flight: None,
         shards: None,
         max_pending: None,
+        max_pending_bytes: None,
         history_ms: Some(3_600_000),
     };
     let mut history = clean();

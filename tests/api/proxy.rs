@@ -337,7 +337,7 @@ async fn request_ids_pass_through_nginx_or_are_made_there() {
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .expect("a request id");
-    let logged = nginx.access_log();
+    let logged = nginx.access_log_with(&format!("{id} 200")).await;
     assert!(
         logged.lines().any(|line| line == format!("{id} 200")),
         "{id} is not the id nginx made; its log:\n{logged}"

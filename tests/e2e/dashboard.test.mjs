@@ -215,17 +215,23 @@ describe('a queue', () => {
     await page.close();
   });
 
-  test('shows how full a bounded queue is', async () => {
-    await prioq.api.configure('bounded', { max_pending: 4 });
-    for (const id of ['b-1', 'b-2', 'b-3']) await prioq.api.enqueue('bounded', { id, task: 'scan' });
+  test('shows how full a bounded queue is, in jobs and in bytes', async () => {
+    // Each job counts 12 bytes: the task's length, 'scan', '{"n":1}'.
+    await prioq.api.configure('bounded', { max_pending: 4, max_pending_bytes: 48 });
+    for (const id of ['b-1', 'b-2', 'b-3']) await prioq.api.enqueue('bounded', { id, task: 'scan', args: { n: 1 } });
     const page = await openPage(browser);
     await page.goto(`${prioq.base}${UI}#/queues/bounded`);
     const bound = page.locator('#queue-settings [data-setting="max_pending"]');
+    const bytes = page.locator('#queue-settings [data-setting="max_pending_bytes"]');
     await expectText(bound, '3 of 4 waiting (75%)');
+    await expectText(bytes, '36 of 48 bytes waiting (75%)');
     assert.equal(await bound.getAttribute('class'), null);
-    await prioq.api.enqueue('bounded', { id: 'b-4', task: 'scan' });
+    assert.equal(await bytes.getAttribute('class'), null);
+    await prioq.api.enqueue('bounded', { id: 'b-4', task: 'scan', args: { n: 1 } });
     await expectText(bound, '4 of 4 waiting (100%)');
+    await expectText(bytes, '48 of 48 bytes waiting (100%)');
     assert.equal(await bound.getAttribute('class'), 'warn');
+    assert.equal(await bytes.getAttribute('class'), 'warn');
     assert.deepEqual(page.problems, []);
     await page.close();
   });

@@ -1601,6 +1601,13 @@ export interface components {
             paused: boolean;
             /** Format: int64 */
             pending: number;
+            /**
+             * Format: int64
+             * @description The bytes of the waiting jobs counted against `max_pending_bytes`
+             *     (those that entered waiting since it was set); null when the queue
+             *     has no such bound.
+             */
+            pending_bytes?: number | null;
             /** Format: int64 */
             processing: number;
             push?: components["schemas"]["PushView"] | null;
@@ -1872,6 +1879,11 @@ export interface components {
             max_pending?: number | null;
             /**
              * Format: int64
+             * @description Bytes of waiting jobs at most, counted as stored: each job's task, args as sent and trace context (pending, scheduled, or waiting for their dependencies). An enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. Counts the jobs that enter waiting once it is set (enqueued, or back from a lease's end or the DLQ); a replace by dedup key is admitted whatever it. A queue split over K shards bounds each shard at ⌈max_pending_bytes / K⌉.
+             */
+            max_pending_bytes?: number | null;
+            /**
+             * Format: int64
              * @description Priority aging: a job without a group that waits this long (ms) in its priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter pending once it is set.
              */
             max_wait_ms?: number | null;
@@ -1932,6 +1944,11 @@ export interface components {
              * @description Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
              */
             max_pending: number | null;
+            /**
+             * Format: int64
+             * @description Bytes of waiting jobs at most, counted as stored: each job's task, args as sent and trace context (pending, scheduled, or waiting for their dependencies). An enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. Counts the jobs that enter waiting once it is set (enqueued, or back from a lease's end or the DLQ); a replace by dedup key is admitted whatever it. A queue split over K shards bounds each shard at ⌈max_pending_bytes / K⌉.
+             */
+            max_pending_bytes: number | null;
             /**
              * Format: int64
              * @description Priority aging: a job without a group that waits this long (ms) in its priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter pending once it is set.
@@ -2126,7 +2143,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again */
+        /** @description The queue's `max_pending` or `max_pending_bytes` would be exceeded by the request's new jobs (`detail` names which); nothing was written. `Retry-After` says when to try again */
         queue_full: {
             headers: {
                 [name: string]: unknown;
@@ -2135,9 +2152,9 @@ export interface components {
                 /**
                  * @example {
                  *       "code": "queue_full",
-                 *       "detail": "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+                 *       "detail": "The queue's `max_pending` or `max_pending_bytes` would be exceeded by the request's new jobs (`detail` names which); nothing was written. `Retry-After` says when to try again",
                  *       "status": 429,
-                 *       "title": "The queue's `max_pending` would be exceeded by the request's new jobs; nothing was written. `Retry-After` says when to try again",
+                 *       "title": "The queue's `max_pending` or `max_pending_bytes` would be exceeded by the request's new jobs (`detail` names which); nothing was written. `Retry-After` says when to try again",
                  *       "type": "urn:prioq:problem:queue_full"
                  *     }
                  */

@@ -13,7 +13,7 @@ use super::request::{
     Ack, AckOutcome, Admission, ClaimEntry, Claimed, EnqueueReply, Exchange, Exchanged, Held,
     Known, OutgoingJob,
 };
-use crate::queue::error::{QueueError, Result};
+use crate::queue::error::{Bound, QueueError, Result};
 use crate::queue::job::{self, Backoff, Dependencies, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
@@ -304,7 +304,7 @@ fn enqueue_outcome(
                 resent_within_ms: None,
             })
         }
-        Some(Ok(status)) if status == "QUEUE_FULL" => {
+        Some(Ok(status)) if status == "QUEUE_FULL" || status == "QUEUE_FULL_BYTES" => {
             let mut count = || {
                 items
                     .next()
@@ -312,7 +312,15 @@ fn enqueue_outcome(
                     .ok_or_else(malformed)
             };
             let (waiting, limit) = (count()?, count()?);
-            Err(QueueError::QueueFull { waiting, limit })
+            let bound = match status.as_str() {
+                "QUEUE_FULL" => Bound::Jobs,
+                _ => Bound::Bytes,
+            };
+            Err(QueueError::QueueFull {
+                waiting,
+                limit,
+                bound,
+            })
         }
         Some(Ok(status)) if status == "SEQUENCE_EXHAUSTED" => Err(QueueError::SequenceExhausted),
         Some(Ok(status)) if status == "UNREGISTERED" => Err(QueueError::Unregistered),

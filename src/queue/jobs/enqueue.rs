@@ -29,7 +29,9 @@ impl NewJob {
     /// The job on its way to Redis under `id`, with its arrival number in
     /// a sharded queue when its request took one per job, and its
     /// dependencies as the function takes them.
-    fn outgoing(&self, id: &str, arrival: Option<u64>, after: Option<String>) -> OutgoingJob {
+    /// The job as the enqueue part takes it, its arrival number not
+    /// taken yet.
+    fn outgoing(&self, id: &str, after: Option<String>) -> OutgoingJob {
         OutgoingJob {
             id: id.to_owned(),
             body: record::body(
@@ -40,7 +42,7 @@ impl NewJob {
                 self.args.get(),
             ),
             options: self.options.clone(),
-            arrival,
+            arrival: None,
             after,
         }
     }
@@ -94,31 +96,26 @@ impl Broker {
                     .iter()
                     .map(|i| keys::shard_of(&ids[*i], shards.count()))
                     .collect();
-                // Checked against every shard's max_pending before any part
-                // is written, and then admitted whole.
-                let (first_arrival, admission) = match spanned.len() > 1 {
+                let mut outgoing: Vec<OutgoingJob> = todo
+                    .iter()
+                    .map(|i| jobs[*i].outgoing(&ids[*i], registration.after[*i].clone()))
+                    .collect();
+                // Checked against every shard's bounds before any part is
+                // written, and then admitted whole.
+                let admission = match spanned.len() > 1 {
                     true => {
-                        let ids: Vec<&str> = todo.iter().map(|i| ids[*i].as_str()).collect();
-                        let room = shards.check_room(&self.redis, &ids);
+                        let room = shards.check_room(&self.redis, &outgoing);
                         bounded_by(self.config.redis_timeout, room).await?;
                         let meta = shards.home().keys.key(Key::Meta);
                         let reserve = reserve_arrivals(&self.redis, meta, todo.len());
                         let first = bounded_by(self.config.redis_timeout, reserve).await?;
-                        (Some(first), Admission::Admitted)
+                        for (n, job) in outgoing.iter_mut().enumerate() {
+                            job.arrival = Some(first + n as u64);
+                        }
+                        Admission::Admitted
                     }
-                    false => (None, Admission::Bounded),
+                    false => Admission::Bounded,
                 };
-                let outgoing = todo
-                    .iter()
-                    .enumerate()
-                    .map(|(n, i)| {
-                        jobs[*i].outgoing(
-                            &ids[*i],
-                            first_arrival.map(|first| first + n as u64),
-                            registration.after[*i].clone(),
-                        )
-                    })
-                    .collect();
                 let outcomes = scatter(
                     &shards,
                     outgoing,

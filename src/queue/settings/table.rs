@@ -182,6 +182,17 @@ pub const SETTINGS: &[Setting] = &[
         doc: "Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split over K shards bounds each shard at ⌈max_pending / K⌉.",
     },
     Setting {
+        path: "max_pending_bytes",
+        field: "max_pending_bytes",
+        kind: Kind::Count {
+            min: 1,
+            max: 1_000_000_000_000,
+            default: None,
+        },
+        share: Share::Ceil,
+        doc: "Bytes of waiting jobs at most, counted as stored: each job's task, args as sent and trace context (pending, scheduled, or waiting for their dependencies). An enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. Counts the jobs that enter waiting once it is set (enqueued, or back from a lease's end or the DLQ); a replace by dedup key is admitted whatever it. A queue split over K shards bounds each shard at ⌈max_pending_bytes / K⌉.",
+    },
+    Setting {
         path: "retain_ms",
         field: "retain_ms",
         kind: Kind::Count {

@@ -21,9 +21,11 @@ mod claims;
 
 use super::counters::QueueCounters;
 use super::courier::{Courier, Notice};
-use super::error::{QueueError, Result};
+use super::error::{Bound, QueueError, Result};
 use super::exchange::lane::{Lane, LaneMetrics};
-use super::exchange::{Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, LineBatch};
+use super::exchange::{
+    Ack, AckOutcome, ClaimEntry, Claimed, ExchangeBatch, LineBatch, OutgoingJob,
+};
 use super::store::keys::{self, Key, QueueKeys};
 use super::store::library::{Function, LIBRARY};
 use super::store::record;
@@ -105,17 +107,17 @@ impl QueueShards {
         self.claim_shards(entry).await
     }
 
-    /// Whether the jobs `ids` of an enqueue split over shards fit under
-    /// each shard's share of the queue's `max_pending`, asked of every
-    /// shard they go to at once (the `fill` function) before any part is
-    /// written; an error naming the first shard they would overfill. The
-    /// parts then go admitted whatever the bound, so the request is taken
-    /// whole or not at all: enqueues racing it can take a shard past its
-    /// share by their own jobs.
-    pub(crate) async fn check_room(&self, redis: &Redis, ids: &[&str]) -> Result<()> {
-        let mut parts: Vec<Vec<&str>> = vec![Vec::new(); self.shards.len()];
-        for id in ids {
-            parts[keys::shard_of(id, self.count()) as usize].push(id);
+    /// Whether the jobs of an enqueue split over shards fit under each
+    /// shard's share of the queue's `max_pending` and `max_pending_bytes`,
+    /// asked of every shard they go to at once (the `fill` function)
+    /// before any part is written; an error naming the first shard they
+    /// would overfill. The parts then go admitted whatever the bounds, so
+    /// the request is taken whole or not at all: enqueues racing it can
+    /// take a shard past its share by their own jobs.
+    pub(crate) async fn check_room(&self, redis: &Redis, jobs: &[OutgoingJob]) -> Result<()> {
+        let mut parts: Vec<Vec<&OutgoingJob>> = vec![Vec::new(); self.shards.len()];
+        for job in jobs {
+            parts[keys::shard_of(&job.id, self.count()) as usize].push(job);
         }
         let asks = parts
             .iter()
@@ -123,18 +125,29 @@ impl QueueShards {
             .filter(|(part, _)| !part.is_empty())
             .map(|(part, shard)| {
                 let mut cmd = LIBRARY.call(Function::Fill, &shard.keys);
-                for id in part {
-                    cmd.arg(*id);
+                for job in part {
+                    cmd.arg(&job.id).arg(job.body.len());
                 }
-                async move { redis.query::<(u64, String, u64)>(&cmd).await }
+                async move {
+                    redis
+                        .query::<(u64, String, u64, u64, String, u64)>(&cmd)
+                        .await
+                }
             });
         for fill in join_all(asks).await {
-            let (waiting, limit, fresh) = fill?;
-            match limit.parse::<u64>() {
-                Ok(limit) if waiting + fresh > limit => {
-                    return Err(QueueError::QueueFull { waiting, limit });
-                }
-                _ => {}
+            let (waiting, limit, fresh, bytes, bytes_limit, fresh_bytes) = fill?;
+            let over = |waiting: u64, limit: &str, fresh: u64, bound: Bound| {
+                let limit = limit.parse::<u64>().ok()?;
+                (waiting + fresh > limit).then_some(QueueError::QueueFull {
+                    waiting,
+                    limit,
+                    bound,
+                })
+            };
+            if let Some(full) = over(waiting, &limit, fresh, Bound::Jobs)
+                .or_else(|| over(bytes, &bytes_limit, fresh_bytes, Bound::Bytes))
+            {
+                return Err(full);
             }
         }
         Ok(())

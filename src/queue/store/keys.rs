@@ -98,6 +98,7 @@ keys! {
     OutboxDue    "outbox:due"     outbox_due    [View, Life],
     Depended     "depended"       depended      [View, Life],
     Aging        "aging"          aging         [Life],
+    Sizes        "sizes"          sizes         [Life],
     Push         "push"           push          [],
     PushSlots    "push:slots"     push_slots    [],
     // The list of queues: the one key of no queue's slot.

@@ -81,7 +81,7 @@ async fn never_used_queue_answers_zeros() {
         stats,
         json!({"queue": "never-used", "pending": 0, "scheduled": 0, "processing": 0,
                "expired_leases": 0, "dead": 0, "classes": [], "groups": 0, "paused": false,
-               "completed": 0, "waiting": 0, "shards": 1, "push": null})
+               "completed": 0, "waiting": 0, "pending_bytes": null, "shards": 1, "push": null})
     );
     assert!(
         app.snapshot().await.is_empty(),

@@ -133,6 +133,20 @@ http {{
         std::fs::read_to_string(self.dir.path.join("access.log")).unwrap_or_default()
     }
 
+    /// The access log once it holds `line`: nginx writes a request's line
+    /// after its answer went out, so a client can read the answer first.
+    /// Gives up after five seconds and answers the log as it is.
+    pub(crate) async fn access_log_with(&self, line: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let log = self.access_log();
+            if log.lines().any(|l| l == line) || Instant::now() > deadline {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub(crate) fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path.join("error.log")).unwrap_or_default()
     }

@@ -76,6 +76,8 @@ pub enum Call {
         shards: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_pending: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_pending_bytes: Option<u64>,
         /// Job histories kept (`history_ms`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         history_ms: Option<u64>,
@@ -124,6 +126,10 @@ pub enum Call {
         /// Redis's clock), in place of a delay.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_at: Option<i64>,
+        /// The bytes its job counts against `max_pending_bytes` (its task's
+        /// length, the task, the args as sent; the load sends no trace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
     },
     Claim {
         worker: String,

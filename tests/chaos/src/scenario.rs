@@ -163,6 +163,7 @@ impl Scenario {
                     replaced: false,
                     backoff: None,
                     run_at: None,
+                    bytes: None,
                 }
             })
             .await;

@@ -39,6 +39,9 @@ class QueueView:
         shards (int): The number of Redis hash slots the queue's jobs are spread over
             (its `shards` setting).
         waiting (int): Jobs waiting for their dependencies (never claimed until released).
+        pending_bytes (int | None | Unset): The bytes of the waiting jobs counted against `max_pending_bytes`
+            (those that entered waiting since it was set); null when the queue
+            has no such bound.
         push (None | PushView | Unset):
     """
 
@@ -54,6 +57,7 @@ class QueueView:
     scheduled: int
     shards: int
     waiting: int
+    pending_bytes: int | None | Unset = UNSET
     push: None | PushView | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -87,6 +91,12 @@ class QueueView:
 
         waiting = self.waiting
 
+        pending_bytes: int | None | Unset
+        if isinstance(self.pending_bytes, Unset):
+            pending_bytes = UNSET
+        else:
+            pending_bytes = self.pending_bytes
+
         push: dict[str, Any] | None | Unset
         if isinstance(self.push, Unset):
             push = UNSET
@@ -113,6 +123,8 @@ class QueueView:
                 "waiting": waiting,
             }
         )
+        if pending_bytes is not UNSET:
+            field_dict["pending_bytes"] = pending_bytes
         if push is not UNSET:
             field_dict["push"] = push
 
@@ -153,6 +165,15 @@ class QueueView:
 
         waiting = d.pop("waiting")
 
+        def _parse_pending_bytes(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        pending_bytes = _parse_pending_bytes(d.pop("pending_bytes", UNSET))
+
         def _parse_push(data: object) -> None | PushView | Unset:
             if data is None:
                 return data
@@ -183,6 +204,7 @@ class QueueView:
             scheduled=scheduled,
             shards=shards,
             waiting=waiting,
+            pending_bytes=pending_bytes,
             push=push,
         )
 

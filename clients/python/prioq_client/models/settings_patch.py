@@ -36,6 +36,11 @@ class SettingsPatch:
         max_pending (int | None | Unset): Jobs waiting to be handed out (pending, scheduled, or waiting for their
             dependencies) at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing.
             A queue split over K shards bounds each shard at ⌈max_pending / K⌉.
+        max_pending_bytes (int | None | Unset): Bytes of waiting jobs at most, counted as stored: each job's task, args
+            as sent and trace context (pending, scheduled, or waiting for their dependencies). An enqueue whose new jobs
+            would go past it answers 429 `queue_full` and changes nothing. Counts the jobs that enter waiting once it is set
+            (enqueued, or back from a lease's end or the DLQ); a replace by dedup key is admitted whatever it. A queue split
+            over K shards bounds each shard at ⌈max_pending_bytes / K⌉.
         max_wait_ms (int | None | Unset): Priority aging: a job without a group that waits this long (ms) in its
             priority is claimed as if it had the next more urgent one, at its front (after the jobs that aged into it
             before), and so on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs
@@ -55,6 +60,7 @@ class SettingsPatch:
     history_ms: int | None | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     max_pending: int | None | Unset = UNSET
+    max_pending_bytes: int | None | Unset = UNSET
     max_wait_ms: int | None | Unset = UNSET
     paused: bool | None | Unset = UNSET
     rate_limit: None | RateLimitPatch | Unset = UNSET
@@ -105,6 +111,12 @@ class SettingsPatch:
         else:
             max_pending = self.max_pending
 
+        max_pending_bytes: int | None | Unset
+        if isinstance(self.max_pending_bytes, Unset):
+            max_pending_bytes = UNSET
+        else:
+            max_pending_bytes = self.max_pending_bytes
+
         max_wait_ms: int | None | Unset
         if isinstance(self.max_wait_ms, Unset):
             max_wait_ms = UNSET
@@ -152,6 +164,8 @@ class SettingsPatch:
             field_dict["max_in_flight"] = max_in_flight
         if max_pending is not UNSET:
             field_dict["max_pending"] = max_pending
+        if max_pending_bytes is not UNSET:
+            field_dict["max_pending_bytes"] = max_pending_bytes
         if max_wait_ms is not UNSET:
             field_dict["max_wait_ms"] = max_wait_ms
         if paused is not UNSET:
@@ -242,6 +256,15 @@ class SettingsPatch:
 
         max_pending = _parse_max_pending(d.pop("max_pending", UNSET))
 
+        def _parse_max_pending_bytes(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_pending_bytes = _parse_max_pending_bytes(d.pop("max_pending_bytes", UNSET))
+
         def _parse_max_wait_ms(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -302,6 +325,7 @@ class SettingsPatch:
             history_ms=history_ms,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
+            max_pending_bytes=max_pending_bytes,
             max_wait_ms=max_wait_ms,
             paused=paused,
             rate_limit=rate_limit,

@@ -35,6 +35,11 @@ class SettingsView:
         max_pending (int | None): Jobs waiting to be handed out (pending, scheduled, or waiting for their dependencies)
             at most: an enqueue whose new jobs would go past it answers 429 `queue_full` and changes nothing. A queue split
             over K shards bounds each shard at ⌈max_pending / K⌉.
+        max_pending_bytes (int | None): Bytes of waiting jobs at most, counted as stored: each job's task, args as sent
+            and trace context (pending, scheduled, or waiting for their dependencies). An enqueue whose new jobs would go
+            past it answers 429 `queue_full` and changes nothing. Counts the jobs that enter waiting once it is set
+            (enqueued, or back from a lease's end or the DLQ); a replace by dedup key is admitted whatever it. A queue split
+            over K shards bounds each shard at ⌈max_pending_bytes / K⌉.
         max_wait_ms (int | None): Priority aging: a job without a group that waits this long (ms) in its priority is
             claimed as if it had the next more urgent one, at its front (after the jobs that aged into it before), and so
             on: a job of priority p is claimed as priority 0 after p × max_wait_ms at most. Applies to jobs that enter
@@ -53,6 +58,7 @@ class SettingsView:
     history_ms: int
     max_in_flight: int | None
     max_pending: int | None
+    max_pending_bytes: int | None
     max_wait_ms: int | None
     paused: bool
     rate_limit: None | RateLimitView
@@ -82,6 +88,9 @@ class SettingsView:
         max_pending: int | None
         max_pending = self.max_pending
 
+        max_pending_bytes: int | None
+        max_pending_bytes = self.max_pending_bytes
+
         max_wait_ms: int | None
         max_wait_ms = self.max_wait_ms
 
@@ -107,6 +116,7 @@ class SettingsView:
                 "history_ms": history_ms,
                 "max_in_flight": max_in_flight,
                 "max_pending": max_pending,
+                "max_pending_bytes": max_pending_bytes,
                 "max_wait_ms": max_wait_ms,
                 "paused": paused,
                 "rate_limit": rate_limit,
@@ -164,6 +174,13 @@ class SettingsView:
 
         max_pending = _parse_max_pending(d.pop("max_pending"))
 
+        def _parse_max_pending_bytes(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        max_pending_bytes = _parse_max_pending_bytes(d.pop("max_pending_bytes"))
+
         def _parse_max_wait_ms(data: object) -> int | None:
             if data is None:
                 return data
@@ -199,6 +216,7 @@ class SettingsView:
             history_ms=history_ms,
             max_in_flight=max_in_flight,
             max_pending=max_pending,
+            max_pending_bytes=max_pending_bytes,
             max_wait_ms=max_wait_ms,
             paused=paused,
             rate_limit=rate_limit,

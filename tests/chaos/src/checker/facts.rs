@@ -202,6 +202,9 @@ pub struct Facts<'h> {
     pub shards: BTreeMap<&'h str, u32>,
     /// The `max_pending` of each queue whose patch of it was answered ok.
     pub max_pending: BTreeMap<&'h str, u64>,
+    /// The `max_pending_bytes` of each queue whose patch of it was
+    /// answered ok.
+    pub max_pending_bytes: BTreeMap<&'h str, u64>,
     /// The queues whose patch of `history_ms` was answered ok: they keep
     /// their jobs' histories from then on.
     pub histories: BTreeMap<&'h str, i64>,
@@ -218,6 +221,7 @@ impl<'h> Facts<'h> {
             schedules: BTreeMap::new(),
             shards: BTreeMap::new(),
             max_pending: BTreeMap::new(),
+            max_pending_bytes: BTreeMap::new(),
             histories: BTreeMap::new(),
         };
         let mut tokens: BTreeSet<&str> = BTreeSet::new();
@@ -246,6 +250,7 @@ impl<'h> Facts<'h> {
                 group_max_in_flight,
                 shards,
                 max_pending,
+                max_pending_bytes,
                 history_ms,
             } => {
                 if history_ms.is_some_and(|ms| ms > 0) && op.outcome == Outcome::Ok {
@@ -255,6 +260,11 @@ impl<'h> Facts<'h> {
                     && op.outcome == Outcome::Ok
                 {
                     self.max_pending.insert(queue, *bound);
+                }
+                if let Some(bound) = max_pending_bytes
+                    && op.outcome == Outcome::Ok
+                {
+                    self.max_pending_bytes.insert(queue, *bound);
                 }
                 if let Some(shards) = shards
                     && op.outcome != Outcome::Failed

@@ -116,6 +116,13 @@ pub const RULES: &[Rule] = &[
         check: queue_overfilled,
     },
     Rule {
+        name: "queue_overfilled_bytes",
+        promise: "an enqueue makes no job in a queue where its job's bytes and \
+                  those of the jobs certainly waiting throughout it exceed \
+                  max_pending_bytes",
+        check: queue_overfilled_bytes,
+    },
+    Rule {
         name: "history_missing_claim",
         promise: "a job's history (history_ms) holds every lease a claim answered ok \
                   with, its fence and its worker, in the order of their fences",
@@ -992,21 +999,50 @@ fn replaced_delivered(facts: &Facts<'_>) -> Vec<Violation> {
 /// ended, and neither waiting for others nor expiring (those can leave
 /// without an operation marking it).
 fn queue_overfilled(facts: &Facts<'_>) -> Vec<Violation> {
+    overfilled(facts, &facts.max_pending, "max_pending", |_| Some(1))
+}
+
+/// The same for `max_pending_bytes`, each job weighing the bytes its
+/// enqueue recorded; a job with a dedup key is left out of those waiting
+/// (a replace may have given it another body): the bytes certainly
+/// waiting are at least those counted.
+fn queue_overfilled_bytes(facts: &Facts<'_>) -> Vec<Violation> {
+    overfilled(
+        facts,
+        &facts.max_pending_bytes,
+        "max_pending_bytes",
+        |op| match &op.call {
+            Call::Enqueue { bytes, dedup, .. } if dedup.is_none() => *bytes,
+            _ => None,
+        },
+    )
+}
+
+/// An enqueue that made its job while the jobs certainly waiting weighed
+/// (by `weight` of the enqueue that made each; None: not counted) so much
+/// that its own job's weight took them past the queue's `bound`.
+fn overfilled(
+    facts: &Facts<'_>,
+    bounds: &BTreeMap<&str, u64>,
+    setting: &str,
+    weight: impl Fn(&Op) -> Option<u64>,
+) -> Vec<Violation> {
     let pending = Pending::new(facts);
     let mut out = Vec::new();
-    for (&queue, &bound) in &facts.max_pending {
+    for (&queue, &bound) in bounds {
         if facts.sharded(queue) {
             continue;
         }
-        // From when until when each such job certainly waited, and the
-        // enqueue that made it.
-        let waiting: Vec<(i64, i64, u64)> = facts
+        // From when until when each such job certainly waited, its
+        // weight, and the enqueue that made it.
+        let waiting: Vec<(i64, i64, u64, u64)> = facts
             .jobs
             .iter()
             .filter(|((q, _), job)| *q == queue && job.after().is_empty() && !job.expires())
             .filter_map(|(&key, job)| {
                 let made = job.made().next()?;
-                Some((job.created_by()?, pending.until(key, job), made.op))
+                let until = pending.until(key, job);
+                Some((job.created_by()?, until, weight(made)?, made.op))
             })
             .collect();
         let makers = facts.ops.iter().filter(|op| {
@@ -1015,17 +1051,20 @@ fn queue_overfilled(facts: &Facts<'_>) -> Vec<Violation> {
                 && matches!(op.call, Call::Enqueue { created, .. } if created != Some(false))
         });
         for enqueue in makers {
-            let held: Vec<u64> = waiting
+            // Its own weight unknown (a keyed job's bytes): the least.
+            let own = weight(enqueue).unwrap_or(1);
+            let held: Vec<(u64, u64)> = waiting
                 .iter()
-                .filter(|(from, until, _)| *from < enqueue.start_ms && *until > enqueue.end_ms)
-                .map(|(_, _, op)| *op)
+                .filter(|(from, until, ..)| *from < enqueue.start_ms && *until > enqueue.end_ms)
+                .map(|&(_, _, weight, op)| (weight, op))
                 .collect();
-            if held.len() as u64 >= bound {
+            let total: u64 = held.iter().map(|(weight, _)| weight).sum();
+            if total + own > bound {
                 let mut ops = vec![enqueue.op];
-                ops.extend(&held);
+                ops.extend(held.iter().map(|(_, op)| op));
                 out.push(Violation::new(
                     format!(
-                        "{queue}: op {} made a job while {} jobs waited (max_pending {bound})",
+                        "{queue}: op {} made a job of {own} while {} jobs of {total} waited ({setting} {bound})",
                         enqueue.op,
                         held.len()
                     ),

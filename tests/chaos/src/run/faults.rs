@@ -411,6 +411,7 @@ async fn reshard_when_drained(ctx: &Ctx, shards: u32, ms: u64) -> bool {
                     group_max_in_flight: None,
                     shards: Some(shards),
                     max_pending: None,
+                    max_pending_bytes: None,
                     history_ms: None,
                 },
             )

@@ -31,6 +31,10 @@ pub const GROUP_MAX_IN_FLIGHT: u64 = 2;
 /// The capped queue's `max_pending`: its producers meet 429 `queue_full`
 /// when its workers fall behind.
 pub const MAX_PENDING: u64 = 40;
+/// Its `max_pending_bytes`: about 40 of its jobs (19 to 23 bytes each, as
+/// their ids grow), so that one bound or the other is met first as the
+/// run goes on.
+pub const MAX_PENDING_BYTES: u64 = 840;
 /// Acked jobs are kept this long, so the final read finds their results
 /// and a retried enqueue of an acked job answers it instead of making it
 /// again.
@@ -226,6 +230,7 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
                         replaced: a.body["replaced"].as_bool() == Some(true),
                         backoff,
                         run_at,
+                        bytes: Some(job_bytes(&body)),
                     },
                 )
                 .await;
@@ -246,6 +251,14 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..80))).await;
     }
+}
+
+/// The bytes the job of enqueue `body` counts against
+/// `max_pending_bytes`: its task's length (one byte), the task, the args
+/// as sent.
+fn job_bytes(body: &Value) -> u64 {
+    let task = body["task"].as_str().unwrap_or_default();
+    (1 + task.len() + body["args"].to_string().len()) as u64
 }
 
 /// Enqueues one job on the resharded queue: no group, delay, key,
@@ -275,6 +288,7 @@ async fn plain_enqueue(ctx: &Ctx, rng: &mut StdRng, process: &str, id: &str) {
                     replaced: false,
                     backoff: None,
                     run_at: None,
+                    bytes: Some(job_bytes(&body)),
                 },
             )
             .await;

@@ -30,8 +30,8 @@ use tokio::task::JoinSet;
 use self::client::{Recorder, now_ms, parse_time, send};
 use self::faults::{Fault, Tally};
 use self::load::{
-    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, HISTORY_MS, MAIN, MAX_IN_FLIGHT, MAX_PENDING, RESHARDED,
-    SHARDED, SHARDS,
+    CAPPED, Ctx, GROUP_MAX_IN_FLIGHT, HISTORY_MS, MAIN, MAX_IN_FLIGHT, MAX_PENDING,
+    MAX_PENDING_BYTES, RESHARDED, SHARDED, SHARDS,
 };
 use self::system::System;
 use crate::checker::{Facts, Offset, Violation, check};
@@ -164,6 +164,7 @@ async fn setup(ctx: &Ctx) {
         "max_in_flight": MAX_IN_FLIGHT,
         "group_max_in_flight": GROUP_MAX_IN_FLIGHT,
         "max_pending": MAX_PENDING,
+        "max_pending_bytes": MAX_PENDING_BYTES,
     });
     let url = format!("{}/v1/queues/{CAPPED}/settings", ctx.bases[0]);
     let start = now_ms();
@@ -173,6 +174,7 @@ async fn setup(ctx: &Ctx) {
         group_max_in_flight: Some(GROUP_MAX_IN_FLIGHT),
         shards: None,
         max_pending: Some(MAX_PENDING),
+        max_pending_bytes: Some(MAX_PENDING_BYTES),
         history_ms: None,
     };
     ctx.recorder.record("setup", CAPPED, start, &answer, call);
@@ -190,6 +192,7 @@ async fn setup(ctx: &Ctx) {
         group_max_in_flight: None,
         shards: Some(SHARDS),
         max_pending: None,
+        max_pending_bytes: None,
         history_ms: Some(HISTORY_MS),
     };
     ctx.recorder.record("setup", SHARDED, start, &answer, call);
