@@ -41,6 +41,15 @@ library_of() {
   keys_of_library
 }
 
+# Loads $work/library.lua into the Redis on port $1, or stops naming why
+# Redis refused it (a Lua chunk may have at most 200 locals: the harness
+# appended to the library counts too).
+load_library() {
+  local answer
+  answer=$(redis-cli -p "$1" -x FUNCTION LOAD REPLACE <"$work/library.lua")
+  [ "$answer" = prioq_bench ] || die "Redis refused the library: $answer"
+}
+
 # exchange's keys for the queue `bench`, in the order the library in
 # $work/library.lua takes them: "{bench}:<field>" for each field its
 # QUEUE_OF table names (the key names only need to differ and share the

@@ -19,36 +19,37 @@
 -- bench_noop: returns at once what an empty `exchange` call returns, for
 --   scripts/lua-instructions --fixed to count a call's fixed cost against.
 
-local bench_ids = 0
--- The named groups the jobs spread over (job n's is g<n mod groups>),
--- 0 for jobs without one: the caller's argument, set on every call.
-local bench_groups = 0
+-- The harness's state and helpers, in one table: the library leaves a
+-- few of the 200 locals a Lua chunk may have. `ids` counts the jobs made;
+-- `groups` is the named groups the jobs spread over (job n's is
+-- g<n mod groups>), 0 for jobs without one: the caller's argument, set on
+-- every call.
+local bench = {ids = 0, groups = 0, extra = {}, kept = {}}
 
--- The arguments a job takes beyond the first eight: `PER_JOB`, from
--- lua/lib/enqueue.lua, of the library this is appended to (8 before
--- expiry, 9 with it, 10 with dedup keys, 11 with dependencies, 12 with
--- backoffs), left empty.
-local BENCH_EXTRA = {}
+-- The arguments a job takes beyond the first eight (`bench.extra`):
+-- `PER_JOB`, from lua/lib/enqueue.lua, of the library this is appended to
+-- (8 before expiry, 9 with it, 10 with dedup keys, 11 with dependencies,
+-- 12 with backoffs), left empty.
 for i = 1, PER_JOB - 8 do
-  BENCH_EXTRA[i] = ''
+  bench.extra[i] = ''
 end
 
 -- The arguments of one `exchange` call: the acks of `acking` (id, token
 -- pairs), `enqueues` fresh jobs, `claims` claims of one job.
-local function bench_argv(acking, enqueues, claims, body)
+function bench.argv(acking, enqueues, claims, body)
   local a = {'wake', 'group:', '100', '100000', 'bench', '1', tostring(#acking)}
   for _, lease in ipairs(acking) do
     a[#a + 1], a[#a + 2], a[#a + 3] = lease[1], lease[2], ''
   end
   a[#a + 1] = tostring(enqueues)
   for _ = 1, enqueues do
-    bench_ids = bench_ids + 1
-    local group = bench_groups > 0 and ('g' .. bench_ids % bench_groups) or ''
-    local job = {'1', 'bench' .. bench_ids, tostring(1 + bench_ids % 10), '0', '5', group, '', body, ''}
+    bench.ids = bench.ids + 1
+    local group = bench.groups > 0 and ('g' .. bench.ids % bench.groups) or ''
+    local job = {'1', 'bench' .. bench.ids, tostring(1 + bench.ids % 10), '0', '5', group, '', body, ''}
     for _, v in ipairs(job) do
       a[#a + 1] = v
     end
-    for _, v in ipairs(BENCH_EXTRA) do
+    for _, v in ipairs(bench.extra) do
       a[#a + 1] = v
     end
   end
@@ -62,7 +63,7 @@ local function bench_argv(acking, enqueues, claims, body)
 end
 
 -- The leases a claim's reply holds, as {id, token} pairs.
-local function bench_leases(reply)
+function bench.leases(reply)
   local leases, out, i = {}, reply[4], 1
   while i <= #out do
     local n = out[i]
@@ -75,40 +76,37 @@ local function bench_leases(reply)
   return leases
 end
 
-local function bench_rounds(keys, argv, call)
+function bench.rounds(keys, argv, call)
   local rounds, n = tonumber(argv[1]), tonumber(argv[2])
   local body = string.rep('x', 200)
   local leases = {}
   for _ = 1, rounds do
-    call(keys, bench_argv({}, n, 0, body))
-    leases = bench_leases(call(keys, bench_argv({}, 0, n, body)))
-    call(keys, bench_argv(leases, 0, 0, body))
+    call(keys, bench.argv({}, n, 0, body))
+    leases = bench.leases(call(keys, bench.argv({}, 0, n, body)))
+    call(keys, bench.argv(leases, 0, 0, body))
   end
   return #leases
 end
 
 redis.register_function('bench_cycle', function(keys, argv)
-  bench_groups = tonumber(argv[3]) or 0
-  return bench_rounds(keys, argv, exchange)
+  bench.groups = tonumber(argv[3]) or 0
+  return bench.rounds(keys, argv, exchange)
 end)
 
 redis.register_function('bench_harness', function(keys, argv)
-  bench_groups = tonumber(argv[3]) or 0
+  bench.groups = tonumber(argv[3]) or 0
   local fake = {}
   for i = 1, tonumber(argv[2]) do
     for _, v in ipairs({1, 'bench' .. i, '', 'bench-' .. i, '0'}) do
       fake[#fake + 1] = v
     end
   end
-  return bench_rounds(keys, argv, function() return {0, {}, {}, fake} end)
+  return bench.rounds(keys, argv, function() return {0, {}, {}, fake} end)
 end)
-
--- The leases bench_part's claims took, for its acks.
-local bench_kept = {}
 
 redis.register_function('bench_part', function(keys, argv)
   local rounds, n, part, harness = tonumber(argv[1]), tonumber(argv[2]), argv[3], argv[4] == 'harness'
-  bench_groups = tonumber(argv[5]) or 0
+  bench.groups = tonumber(argv[5]) or 0
   local body = string.rep('x', 200)
   local call, fake = exchange, {}
   if harness then
@@ -121,21 +119,21 @@ redis.register_function('bench_part', function(keys, argv)
   end
   for _ = 1, rounds do
     if part == 'enqueue' then
-      call(keys, bench_argv({}, n, 0, body))
+      call(keys, bench.argv({}, n, 0, body))
     elseif part == 'claim' then
-      local kept = harness and {} or bench_kept
-      for _, lease in ipairs(bench_leases(call(keys, bench_argv({}, 0, n, body)))) do
+      local kept = harness and {} or bench.kept
+      for _, lease in ipairs(bench.leases(call(keys, bench.argv({}, 0, n, body)))) do
         kept[#kept + 1] = lease
       end
     else
       local acking = {}
       for i = 1, n do
-        acking[i] = harness and {'bench' .. i, 'bench-' .. i} or table.remove(bench_kept)
+        acking[i] = harness and {'bench' .. i, 'bench-' .. i} or table.remove(bench.kept)
       end
-      call(keys, bench_argv(acking, 0, 0, body))
+      call(keys, bench.argv(acking, 0, 0, body))
     end
   end
-  return #bench_kept
+  return #bench.kept
 end)
 
 redis.register_function('bench_noop', function()

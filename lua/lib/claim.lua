@@ -40,22 +40,23 @@ local function take_first_of_least_urgent(q)
   return first
 end
 
--- Whether the member `a_id` of score `a` comes before `b_id` of score `b`
--- in a sorted set: by score, then by bytes.
-local function before(a, a_id, b, b_id)
-  local x, y = tonumber(a), tonumber(b)
+-- Whether the member `a_id` of score `x` comes before `b_id` of score `y`
+-- (numbers) in a sorted set: by score, then by bytes.
+local function before(x, a_id, y, b_id)
   if x ~= y then return x < y end
   return bytes_before(a_id, b_id)
 end
 
--- Puts the pairs of `popped` from pair `first` on back into pending.
-local function put_back(q, popped, first)
-  local adds = {}
+-- Adds the pairs of `popped` from pair `first` on to pending's adds
+-- `adds` (score, id pairs, made when nil): to put them back. Answers
+-- the adds.
+local function put_back(adds, popped, first)
+  adds = adds or {}
   for i = 2 * first - 1, #popped, 2 do
     adds[#adds + 1] = popped[i + 1]
     adds[#adds + 1] = popped[i]
   end
-  redis.call('ZADD', q.pending, unpack(adds))
+  return adds
 end
 
 -- Refills the rate limit's bucket to now: answers the tokens in it.
@@ -85,8 +86,9 @@ end
 -- record and its `expiry` entry (false for none): a job of a group at its
 -- cap goes back to its group set and does not count; a job whose expiry
 -- has come is met (see `finish_take`) and does not count either. Answers
--- the head its group got in its place, {id, score}, or nil.
-local function take_one(c, t, id, record, member_score, entry, now)
+-- the head its group got in its place, {id, score}, or nil; that head
+-- goes into pending unless `deferred` (see `refill_head`).
+local function take_one(c, t, id, record, member_score, entry, now, deferred)
   local prio, tag = class_and_tag(member_score)
   local group = group_of(record)
   local expired = entry and deadline_of(entry) <= now
@@ -113,7 +115,7 @@ local function take_one(c, t, id, record, member_score, entry, now)
     count_inflight(c, group, 1)
     spend_token(c, group)
   end
-  return refill_head(c, group, prio)
+  return refill_head(c, group, prio, deferred)
 end
 
 -- Ends a take at `now`: the expired jobs met end (see `expire`), up to
@@ -151,11 +153,17 @@ end
 
 -- Takes up to `wanted` jobs in hand-out order at `now`, counting from
 -- `handed` jobs already handed out; plain pops between two floor jobs go
--- in one ZPOPMIN (see `take_one` for the jobs that do not count).
+-- in one ZPOPMIN (see `take_one` for the jobs that do not count); the
+-- heads a pop's jobs' groups get in their place, and the rest of a pop
+-- cut short, go back into pending in one ZADD before the next pop.
 -- Answers the ids and the records of the jobs taken.
 local function take_jobs(c, wanted, handed, ppm, now)
-  local q, t = c.q, take(c)
+  local q, t, adds = c.q, take(c), nil
   while #t.taken < wanted and #t.gone < c.expiring_budget do
+    if adds then
+      redis.call('ZADD', q.pending, unpack(adds))
+      adds = nil
+    end
     local run = 0
     while run < wanted - #t.taken and not (ppm > 0 and floor_turn(handed + #t.taken + run + 1, ppm)) do
       run = run + 1
@@ -172,31 +180,38 @@ local function take_jobs(c, wanted, handed, ppm, now)
       ids[#ids + 1] = popped[i]
     end
     local records = redis.call('HMGET', q.jobs, unpack(ids))
+    -- One job's group, if any, costs one read either way.
+    if #ids > 1 then fetch_inflight(c, records) end
     local entries = t.expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.
     local refilled = false
-    -- The most urgent head refilled in this pop, {id, score}.
-    local first_refill = nil
+    -- The most urgent head refilled in this pop, and its score.
+    local first_refill, first_score = nil, nil
     for i, id in ipairs(ids) do
       local member_score = popped[2 * i]
       -- A group's next job may come before the rest of this pop, as it
       -- would for claims of one job each: the rest go back, and the next
       -- pop takes them in order with it.
-      if first_refill and before(first_refill[2], first_refill[1], member_score, id) then
-        put_back(q, popped, i)
+      if first_refill and before(first_score, first_refill, tonumber(member_score), id) then
+        adds = put_back(adds, popped, i)
         break
       end
-      local head = take_one(c, t, id, records[i], member_score, entries[i], now)
+      local head = take_one(c, t, id, records[i], member_score, entries[i], now, true)
       if head then
         refilled = true
-        if not first_refill or before(head[2], head[1], first_refill[2], first_refill[1]) then
-          first_refill = head
+        adds = adds or {}
+        adds[#adds + 1] = head[2]
+        adds[#adds + 1] = head[1]
+        local head_score = tonumber(head[2])
+        if not first_refill or before(head_score, head[1], first_score, first_refill) then
+          first_refill, first_score = head[1], head_score
         end
       end
     end
     if #popped / 2 < run and not refilled then break end
   end
+  if adds then redis.call('ZADD', q.pending, unpack(adds)) end
   return finish_take(c, t, now)
 end
 

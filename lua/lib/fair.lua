@@ -153,15 +153,16 @@ local function take_tags(c, prios, groups, arrivals, restarted)
   return tags
 end
 
--- Adds to `fields` the fields `take_tags` reads for a job of class `prio`
--- and group `group` ('' for none), unless `seen` has them: to read them
--- all at once.
+-- Adds to `fields` the fields `take_tags` and `place` read for a job of
+-- class `prio` and group `group` ('' for none), unless `seen` has them:
+-- to read them all at once.
 local function want_tag_fields(fields, seen, prio, group)
   local class = fields_of(prio)
   local tag = class.tag .. group
   if seen[tag] then return end
   seen[tag] = true
   fields[#fields + 1] = tag
+  if group ~= '' then fields[#fields + 1] = class.head .. group end
   if not seen[class.vtime] then
     seen[class.vtime] = true
     fields[#fields + 1] = class.vtime
@@ -204,23 +205,53 @@ local function place(c, adds, id, prio, group, tag)
   adds[#adds + 1] = id
 end
 
+-- The first job of class `prio` in group set `gkey`, taken out of it:
+-- {id, score}, or nil. The set's first job is most often of the class
+-- (a head is refilled in the class it was taken from, and a group's more
+-- urgent heads go first): then one ZPOPMIN takes it.
+local function pop_of_class(gkey, prio)
+  local first = redis.call('ZPOPMIN', gkey)
+  if #first == 0 then return nil end
+  local class = class_of(first[2])
+  if class == prio then return first end
+  redis.call('ZADD', gkey, first[2], first[1])
+  if class > prio then return nil end
+  local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  if #next == 0 then return nil end
+  redis.call('ZREM', gkey, next[1])
+  return next
+end
+
 -- The next job of `group` in class `prio` becomes its head, if the group
--- has one waiting and is below its cap. Answers the new head, {id,
--- score}, or nil.
-local function refill_head(c, group, prio)
+-- has one waiting and is below its cap: into pending, unless `deferred`
+-- (then the caller puts it there, with others in one ZADD). Answers the
+-- new head, {id, score}, or nil.
+local function refill_head(c, group, prio, deferred)
   local fields = fields_of(prio)
   local head = fields.head .. group
   put(c, head, false)
   if holds(c, group) then return nil end
-  local gkey = group_key(c, group)
-  local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-  if #next == 0 then return nil end
-  redis.call('ZREM', gkey, next[1])
+  local next = pop_of_class(group_key(c, group), prio)
+  if not next then return nil end
   adding_to_pending(c)
-  redis.call('ZADD', c.q.pending, next[2], next[1])
+  if not deferred then redis.call('ZADD', c.q.pending, next[2], next[1]) end
   put(c, head, next[1])
   add(c, fields.backlog, -1)
   return next
+end
+
+-- Reads the jobs in flight of the named groups of `records` (false for a
+-- job gone) in one HMGET, for the calls that count them one by one.
+local function fetch_inflight(c, records)
+  local fields
+  for _, record in ipairs(records) do
+    local group = record and group_of(record)
+    if group then
+      fields = fields or {}
+      fields[#fields + 1] = 'i:' .. group
+    end
+  end
+  if fields then fetch(c, fields) end
 end
 
 -- Gives `group` a head in every class it has jobs waiting in and no head:

@@ -199,7 +199,8 @@ local function check_shards(c, expected)
   if (tonumber(c.meta.shards) or 1) ~= tonumber(expected) then fail('SHARDS_CHANGED') end
 end
 
--- Reads fields of `meta` the call does not know yet, in one HMGET.
+-- Reads fields of `meta` the call does not know yet, in one HMGET (a
+-- field named twice is read twice).
 local function fetch(c, fields)
   local missing = {}
   for _, field in ipairs(fields) do

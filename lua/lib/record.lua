@@ -137,17 +137,38 @@ local function encode(job)
   return table.concat(texts)
 end
 
--- The group of a record, or nil, without decoding the rest.
+-- The position of the group in a record whose flags are `flags`: after
+-- the header's six varints (found by one pattern: a varint is bytes of
+-- 128 and more, then one below) and the last error, if any.
+local function group_at(record, flags)
+  local _, last = string.find(record, '^[\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127]')
+  local pos = last + 1
+  if flags % 2 == 1 then
+    local length
+    length, pos = read_varint(record, pos)
+    pos = pos + length
+  end
+  return pos
+end
+
+-- The group of a record, or nil, from its header: the body is not copied.
 local function group_of(record)
-  if math.floor(string.byte(record, 1) / 2) % 2 == 0 then return nil end
-  return decode(record).group
+  local flags = string.byte(record, 1)
+  if math.floor(flags / 2) % 2 == 0 then return nil end
+  return (read_text(record, group_at(record, flags)))
 end
 
 -- How long a job of a record is kept once acked (ms; 0: not at all),
--- without decoding the rest.
+-- from its header.
 local function retain_of(record)
-  if math.floor(string.byte(record, 1) / 4) % 2 == 0 then return 0 end
-  return decode(record).retain
+  local flags = string.byte(record, 1)
+  if math.floor(flags / 4) % 2 == 0 then return 0 end
+  local pos = group_at(record, flags)
+  if math.floor(flags / 2) % 2 == 1 then
+    local _
+    _, pos = read_text(record, pos)
+  end
+  return (read_varint(record, pos))
 end
 
 -- The score of a job of class `prio` with tag `tag`: behind every job of

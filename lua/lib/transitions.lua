@@ -517,7 +517,9 @@ local function ack_all(c, argv, first, last, now)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
     if number(c, 'i:') > 0 then
-      for _, record in ipairs(redis.call('HMGET', q.jobs, unpack(ending))) do
+      local records = redis.call('HMGET', q.jobs, unpack(ending))
+      fetch_inflight(c, records)
+      for _, record in ipairs(records) do
         leave_processing(c, record and group_of(record))
       end
     end

@@ -19,7 +19,9 @@ use crate::queue::settings::table;
 
 /// The files of `lua/lib/`, which define no function, loaded first in
 /// this order: the helpers every function shares by subject, then the
-/// parts of `exchange`.
+/// parts of `exchange`. The library is one Lua chunk, which may have at
+/// most 200 locals at its top level, and it is near that: a test keeps
+/// room for a few more.
 const PARTS: [&str; 12] = [
     include_str!("../../../lua/lib/keys.lua"),
     include_str!("../../../lua/lib/record.lua"),
