@@ -570,3 +570,46 @@ async fn completed_jobs_and_their_results_survive_a_redis_restart() {
         StatusCode::NO_CONTENT
     );
 }
+
+/// A job's record holds its last error before its group and its retention
+/// after it; the claims and acks that read the group (its count in
+/// flight) and the retention from the record's header find both behind
+/// an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_job_that_failed_once_keeps_its_group_and_retention_to_its_end() {
+    let app = spawn_app_with(test_config()).await;
+    let q = "grouped-kept";
+    let body = json!({"task": "t", "id": "gk-1", "group": "tenant-7", "retain_ms": 60_000});
+    let first = enqueue_and_claim(&app, q, body).await;
+    let nack = json!({"lease_token": first["lease_token"], "error": "the first try failed"});
+    let nacked = app.post(app.queue_url(q, "/jobs/gk-1/nack"), nack).await;
+    assert_eq!(nacked.status, StatusCode::OK, "{nacked:?}");
+    let again = app.claim_one(q).await.expect("the job again");
+    assert_eq!(again["id"], "gk-1");
+    let groups = app.get(app.queue_url(q, "/groups")).await.body;
+    assert_eq!(
+        groups["groups"],
+        json!([{"group": "tenant-7", "pending": 0, "processing": 1, "weight": 1}]),
+        "{groups}"
+    );
+    let acked = ack_with(&app, q, &again, json!("done")).await;
+    assert_eq!(acked.status, StatusCode::NO_CONTENT, "{acked:?}");
+    let done = app.job(q, "gk-1").await.body;
+    assert_eq!(
+        (
+            &done["state"],
+            &done["group"],
+            &done["last_error"],
+            &done["result"]
+        ),
+        (
+            &json!("completed"),
+            &json!("tenant-7"),
+            &json!("the first try failed"),
+            &json!("done")
+        ),
+        "{done}"
+    );
+    let groups = app.get(app.queue_url(q, "/groups")).await.body;
+    assert_eq!(groups["groups"], json!([]), "{groups}");
+}
