@@ -242,16 +242,19 @@ end
 
 -- Reads the jobs in flight of the named groups of `records` (false for a
 -- job gone) in one HMGET, for the calls that count them one by one.
+-- Answers the records' groups (false for none), by record.
 local function fetch_inflight(c, records)
-  local fields
-  for _, record in ipairs(records) do
+  local groups, fields = {}, nil
+  for i, record in ipairs(records) do
     local group = record and group_of(record)
+    groups[i] = group or false
     if group then
       fields = fields or {}
       fields[#fields + 1] = 'i:' .. group
     end
   end
   if fields then fetch(c, fields) end
+  return groups
 end
 
 -- Gives `group` a head in every class it has jobs waiting in and no head:

@@ -137,18 +137,20 @@ local function encode(job)
   return table.concat(texts)
 end
 
+-- The position after the length-prefixed text at `pos`.
+local function skip_text(record, pos)
+  local length
+  length, pos = read_varint(record, pos)
+  return pos + length
+end
+
 -- The position of the group in a record whose flags are `flags`: after
 -- the header's six varints (found by one pattern: a varint is bytes of
 -- 128 and more, then one below) and the last error, if any.
 local function group_at(record, flags)
   local _, last = string.find(record, '^[\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127][\128-\255]*[%z\1-\127]')
-  local pos = last + 1
-  if flags % 2 == 1 then
-    local length
-    length, pos = read_varint(record, pos)
-    pos = pos + length
-  end
-  return pos
+  if flags % 2 == 1 then return skip_text(record, last + 1) end
+  return last + 1
 end
 
 -- The group of a record, or nil, from its header: the body is not copied.
@@ -164,10 +166,7 @@ local function retain_of(record)
   local flags = string.byte(record, 1)
   if math.floor(flags / 4) % 2 == 0 then return 0 end
   local pos = group_at(record, flags)
-  if math.floor(flags / 2) % 2 == 1 then
-    local _
-    _, pos = read_text(record, pos)
-  end
+  if math.floor(flags / 2) % 2 == 1 then pos = skip_text(record, pos) end
   return (read_varint(record, pos))
 end
 

@@ -517,10 +517,8 @@ local function ack_all(c, argv, first, last, now)
     -- Only named groups count their jobs in flight; none in flight, none
     -- to read.
     if number(c, 'i:') > 0 then
-      local records = redis.call('HMGET', q.jobs, unpack(ending))
-      fetch_inflight(c, records)
-      for _, record in ipairs(records) do
-        leave_processing(c, record and group_of(record))
+      for _, group in ipairs(fetch_inflight(c, redis.call('HMGET', q.jobs, unpack(ending)))) do
+        leave_processing(c, group)
       end
     end
     redis.call('ZREM', q.processing, unpack(ending))
