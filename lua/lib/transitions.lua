@@ -92,17 +92,16 @@ local function settle(c)
   if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
   if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
   if c.aging then redis.call('ZADD', q.aging, unpack(c.aging)) end
+  -- `groups` lists every named group with jobs waiting (its score) or in
+  -- flight: a ZINCRBY of 0 lists a group in flight that was not.
   for group, n in pairs(c.waiting_of or NONE) do
-    local waiting
-    if n ~= 0 then
-      waiting = tonumber(redis.call('ZINCRBY', q.groups, n, group))
+    if n ~= 0 or inflight(c, group) > 0 then
+      if tonumber(redis.call('ZINCRBY', q.groups, n, group)) <= 0 and inflight(c, group) <= 0 then
+        redis.call('ZREM', q.groups, group)
+      end
     else
-      waiting = tonumber(redis.call('ZSCORE', q.groups, group) or '0')
-    end
-    if waiting <= 0 and inflight(c, group) <= 0 then
-      redis.call('ZREM', q.groups, group)
-    elseif n == 0 and waiting == 0 then
-      redis.call('ZADD', q.groups, 'NX', 0, group)
+      local waiting = redis.call('ZSCORE', q.groups, group)
+      if waiting and tonumber(waiting) <= 0 then redis.call('ZREM', q.groups, group) end
     end
   end
   if (c.was_empty or c.look_again) and redis.call('ZCARD', q.pending) > 0 then

@@ -8,8 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use prioq::queue::store::keys::QueueKeys;
+use prioq::queue::store::record::body;
 use prioq::queue::{
-    Ack, AckOutcome, ClaimEntry, Exchange, Exchanged, Route, exchange_answers, exchange_command,
+    Ack, AckOutcome, Admission, ClaimEntry, Exchange, Exchanged, JobOptions, OutgoingJob, Route,
+    exchange_answers, exchange_command,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -381,5 +383,56 @@ async fn an_ack_in_a_claim_frees_a_cap_for_that_claim_not_for_the_others_in_its_
             (vec![], vec!["h0".to_owned()]),
             (vec![AckOutcome::Acked], vec!["g1".to_owned()]),
         ]
+    );
+}
+
+/// A job enqueued and claimed in one call of the `exchange` function, as
+/// a lane may send them: its group's jobs waiting are as before the call
+/// (none), and the group is listed with the job in flight.
+#[tokio::test]
+async fn a_group_whose_job_is_enqueued_and_claimed_in_one_call_is_listed_in_flight() {
+    let app = spawn_app_with(test_config()).await;
+    // The queue is made, and the library loaded, by a call of its own.
+    configure(&app, "q", json!({"max_wait_ms": null})).await;
+    let entries = [
+        Exchange::Enqueue(
+            vec![OutgoingJob {
+                id: "g0".into(),
+                body: body(None, "t", "{}"),
+                options: JobOptions {
+                    group: Some("G".into()),
+                    ..JobOptions::default()
+                },
+                arrival: None,
+                after: None,
+            }],
+            Admission::Bounded,
+        ),
+        Exchange::Claim(Arc::new(ClaimEntry {
+            picked: Vec::new(),
+            lease_ms: 60_000,
+            max_jobs: 1,
+            worker: String::new(),
+            request_id: None,
+            acks: Vec::new(),
+        })),
+    ];
+    let keys = QueueKeys::new(&app.config.key_prefix, "q");
+    let cmd = exchange_command(&keys, 0, Route::SINGLE, &entries);
+    let reply: redis::Value = cmd
+        .query_async(&mut redis_connection(&app.config.redis_url).await)
+        .await
+        .expect("exchange");
+    let (answers, _) = exchange_answers(&entries, reply).expect("answers");
+    match &answers[1] {
+        Ok(Exchanged::Claimed(claimed)) if claimed.jobs.len() == 1 => {
+            assert_eq!(claimed.jobs[0].id, "g0")
+        }
+        other => panic!("not a claim of g0: {other:?}"),
+    }
+    let groups = app.get(app.queue_url("q", "/groups")).await.body;
+    assert_eq!(
+        groups["groups"],
+        json!([{"group": "G", "pending": 0, "processing": 1, "weight": 1}])
     );
 }
