@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::common::results_dir;
+use crate::mix;
 
 /// What one client (or one raw pipeline) loops on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +99,8 @@ pub struct Args {
     pub functions: bool,
     /// Run the realistic mix.
     pub mix: bool,
+    /// The mix's variants to run, in their order.
+    pub mix_variants: Vec<mix::Variant>,
     /// Count the request path instead of measuring anything else.
     pub request_path: bool,
     pub http2: bool,
@@ -133,6 +136,8 @@ cargo bench --bench load -- [flags]
   --no-raw              skip the raw-Redis baseline
   --no-functions        skip the parts of the exchange function, each on its own
   --no-mix              skip the realistic mix (ten priorities, long-polling workers)
+  --mix-variants LIST   of single, ack-in-claim, groups, two-instances, unthrottled,
+                        unthrottled-ack-in-claim, paced (default: all)
   --no-http2            skip the HTTP/2 runs
   --h2-connections N    HTTP/2 connections the clients share (default 4)
   --no-pin              leave every process on every core (default with >= 2 cores:
@@ -194,6 +199,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         raw: true,
         functions: true,
         mix: true,
+        mix_variants: mix::Variant::ALL.to_vec(),
         request_path: false,
         http2: true,
         h2_connections: 4,
@@ -247,6 +253,15 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--no-raw" => args.raw = false,
             "--no-functions" => args.functions = false,
             "--no-mix" => args.mix = false,
+            "--mix-variants" => {
+                args.mix_variants = value()?
+                    .split(',')
+                    .map(|key| {
+                        mix::Variant::parse(key)
+                            .ok_or_else(|| anyhow!("unknown mix variant {key:?}"))
+                    })
+                    .collect::<Result<_>>()?;
+            }
             "--request-path" => args.request_path = true,
             "--no-http2" => args.http2 = false,
             "--h2-connections" => {

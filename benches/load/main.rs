@@ -352,7 +352,7 @@ async fn run(args: Args, pinning: Pinning) -> Result<()> {
         procs::wait_ready(&http_client, &format!("http://127.0.0.1:{port_b}")).await?;
         let addr_b = SocketAddr::from(([127, 0, 0, 1], port_b));
         let queue_keys = QueueKeys::new(prefix, mix::QUEUE);
-        for variant in mix::Variant::ALL {
+        for &variant in &args.mix_variants {
             raw::fresh_queue(&mut con, &queue_keys, mix::QUEUE).await?;
             let (instances, pids) = match variant {
                 mix::Variant::TwoInstances => {

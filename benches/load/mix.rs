@@ -82,6 +82,23 @@ impl Variant {
         }
     }
 
+    /// Its name on the command line (`--mix-variants`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::AckInClaim => "ack-in-claim",
+            Self::Groups => "groups",
+            Self::TwoInstances => "two-instances",
+            Self::Unthrottled => "unthrottled",
+            Self::UnthrottledAckInClaim => "unthrottled-ack-in-claim",
+            Self::Paced => "paced",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|variant| variant.key() == s)
+    }
+
     fn acks_in_claim(self) -> bool {
         matches!(self, Self::AckInClaim | Self::UnthrottledAckInClaim)
     }
