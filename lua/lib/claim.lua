@@ -110,6 +110,15 @@ local function take_one(c, t, id, record, member_score, entry, now, deferred)
     if tag > (t.last_tags[prio] or -1) then t.last_tags[prio] = tag end
   end
   if not group then return nil end
+  -- A job popped alone reads its group's jobs in flight and its class's
+  -- backlog together (a pop of more reads them with `fetch_inflight`).
+  local counted = 'i:' .. group
+  if deferred and c.meta[counted] == nil then
+    local backlog = fields_of(prio).backlog
+    local values = redis.call('HMGET', c.q.meta, counted, backlog)
+    c.meta[counted] = values[1]
+    if c.meta[backlog] == nil then c.meta[backlog] = values[2] end
+  end
   count_waiting(c, group, -1)
   if not expired then
     count_inflight(c, group, 1)
@@ -180,8 +189,7 @@ local function take_jobs(c, wanted, handed, ppm, now)
       ids[#ids + 1] = popped[i]
     end
     local records = redis.call('HMGET', q.jobs, unpack(ids))
-    -- One job's group, if any, costs one read either way.
-    if #ids > 1 then fetch_inflight(c, records) end
+    if #ids > 1 then fetch_inflight(c, records, popped) end
     local entries = t.expiring and redis.call('HMGET', q.expiry, unpack(ids)) or NONE
     -- A head taken is replaced by its group's next job: pending is not
     -- empty just because a pop came back short.

@@ -231,6 +231,10 @@ local function refill_head(c, group, prio, deferred)
   local head = fields.head .. group
   put(c, head, false)
   if holds(c, group) then return nil end
+  -- No group set holds a job of the class, by its backlog, when the call
+  -- has read it (a claim's pop reads it with the groups' counts).
+  local backlog = c.meta[fields.backlog]
+  if backlog ~= nil and (tonumber(backlog) or 0) <= 0 then return nil end
   local next = pop_of_class(group_key(c, group), prio)
   if not next then return nil end
   adding_to_pending(c)
@@ -241,16 +245,26 @@ local function refill_head(c, group, prio, deferred)
 end
 
 -- Reads the jobs in flight of the named groups of `records` (false for a
--- job gone) in one HMGET, for the calls that count them one by one.
--- Answers the records' groups (false for none), by record.
-local function fetch_inflight(c, records)
-  local groups, fields = {}, nil
+-- job gone) in one HMGET, for the calls that count them one by one; for
+-- a claim's pop, whose `popped` holds the records' ids and scores, the
+-- backlog of their classes too, for their refills. Answers the records'
+-- groups (false for none), by record.
+local function fetch_inflight(c, records, popped)
+  local groups, fields, seen = {}, nil, nil
   for i, record in ipairs(records) do
     local group = record and group_of(record)
     groups[i] = group or false
     if group then
       fields = fields or {}
       fields[#fields + 1] = 'i:' .. group
+      if popped then
+        seen = seen or {}
+        local backlog = fields_of(class_of(popped[2 * i])).backlog
+        if not seen[backlog] then
+          seen[backlog] = true
+          fields[#fields + 1] = backlog
+        end
+      end
     end
   end
   if fields then fetch(c, fields) end
