@@ -16,7 +16,9 @@ pub(crate) fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid} failed: {status}");
 }
 
-/// A fresh directory under the system's temporary one, removed on drop.
+/// A fresh directory under the system's temporary one, removed on drop,
+/// unless its test is failing: then it is kept, for what it holds (a
+/// recorded history, a Redis's files), and its path printed.
 #[derive(Debug)]
 pub(crate) struct TempDir {
     pub path: std::path::PathBuf,
@@ -33,6 +35,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} (the test failed)", self.path.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
