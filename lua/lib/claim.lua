@@ -110,8 +110,9 @@ local function take_one(c, t, id, record, member_score, entry, now, deferred)
     if tag > (t.last_tags[prio] or -1) then t.last_tags[prio] = tag end
   end
   if not group then return nil end
-  -- A job popped alone reads its group's jobs in flight and its class's
-  -- backlog together (a pop of more reads them with `fetch_inflight`).
+  -- In a claim's pop (`deferred`), a job popped alone reads its group's
+  -- jobs in flight and its class's backlog together, for `refill_head`
+  -- (a pop of more read them with `fetch_inflight`, so they are known).
   local counted = 'i:' .. group
   if deferred and c.meta[counted] == nil then
     local backlog = fields_of(prio).backlog

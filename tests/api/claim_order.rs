@@ -327,6 +327,34 @@ async fn concurrent_claims_sent_together_take_the_jobs_claims_of_one_take() {
     }
 }
 
+/// A claim of one job under a 60 s lease, acking `acks` first, as a
+/// lane puts it in a call of the `exchange` function.
+fn claim_of_one(acks: Vec<Ack>) -> Exchange {
+    Exchange::Claim(Arc::new(ClaimEntry {
+        picked: Vec::new(),
+        lease_ms: 60_000,
+        max_jobs: 1,
+        worker: String::new(),
+        request_id: None,
+        acks,
+    }))
+}
+
+/// Sends `entries` to `queue` in one call of the `exchange` function, as
+/// a lane sends the requests that arrived together: each one's answer.
+async fn exchange_in_one_call(
+    app: &TestApp,
+    queue: &str,
+    entries: &[Exchange],
+) -> Vec<prioq::queue::Result<Exchanged>> {
+    let keys = QueueKeys::new(&app.config.key_prefix, queue);
+    let reply: redis::Value = exchange_command(&keys, 0, Route::SINGLE, entries)
+        .query_async(&mut redis_connection(&app.config.redis_url).await)
+        .await
+        .expect("exchange");
+    exchange_answers(entries, reply).expect("answers").0
+}
+
 /// Two claims in one call of the `exchange` function, as a lane sends
 /// them: the second's ack frees its group's cap. Each request's ack comes
 /// right before its own claim, so the first claim, made while the group
@@ -342,31 +370,15 @@ async fn an_ack_in_a_claim_frees_a_cap_for_that_claim_not_for_the_others_in_its_
     let held = app.claim_one("q").await.expect("g0");
     assert_eq!(held["id"], "g0");
 
-    let claim = |acks| {
-        Exchange::Claim(Arc::new(ClaimEntry {
-            picked: Vec::new(),
-            lease_ms: 60_000,
-            max_jobs: 1,
-            worker: String::new(),
-            request_id: None,
-            acks,
-        }))
-    };
     let entries = [
-        claim(Vec::new()),
-        claim(vec![Ack {
+        claim_of_one(Vec::new()),
+        claim_of_one(vec![Ack {
             id: "g0".into(),
             lease_token: held["lease_token"].as_str().expect("token").into(),
             result: None,
         }]),
     ];
-    let keys = QueueKeys::new(&app.config.key_prefix, "q");
-    let cmd = exchange_command(&keys, 0, Route::SINGLE, &entries);
-    let reply: redis::Value = cmd
-        .query_async(&mut redis_connection(&app.config.redis_url).await)
-        .await
-        .expect("exchange");
-    let (answers, _) = exchange_answers(&entries, reply).expect("answers");
+    let answers = exchange_in_one_call(&app, "q", &entries).await;
     let taken: Vec<(Vec<AckOutcome>, Vec<String>)> = answers
         .into_iter()
         .map(|answer| match answer {
@@ -408,22 +420,9 @@ async fn a_group_whose_job_is_enqueued_and_claimed_in_one_call_is_listed_in_flig
             }],
             Admission::Bounded,
         ),
-        Exchange::Claim(Arc::new(ClaimEntry {
-            picked: Vec::new(),
-            lease_ms: 60_000,
-            max_jobs: 1,
-            worker: String::new(),
-            request_id: None,
-            acks: Vec::new(),
-        })),
+        claim_of_one(Vec::new()),
     ];
-    let keys = QueueKeys::new(&app.config.key_prefix, "q");
-    let cmd = exchange_command(&keys, 0, Route::SINGLE, &entries);
-    let reply: redis::Value = cmd
-        .query_async(&mut redis_connection(&app.config.redis_url).await)
-        .await
-        .expect("exchange");
-    let (answers, _) = exchange_answers(&entries, reply).expect("answers");
+    let answers = exchange_in_one_call(&app, "q", &entries).await;
     match &answers[1] {
         Ok(Exchanged::Claimed(claimed)) if claimed.jobs.len() == 1 => {
             assert_eq!(claimed.jobs[0].id, "g0")
