@@ -1,8 +1,10 @@
 //! The reads of a sharded queue's shards' lines by its claims (the `line`
 //! function), shared by the claims that wait together.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
 
 use super::lane::Batch;
 use super::wire::{CLAIM_PROMOTE_BATCH, malformed};
@@ -39,6 +41,11 @@ pub(crate) struct Line {
     /// How many of `scores` the claims sharing this read have picked: each
     /// picks after those before it, as claims one after the other would.
     pub(crate) taken: AtomicUsize,
+    /// Per claim that picked from this line, whether its part in the
+    /// shard went through, once known (`None` until then; its sender
+    /// dropped unsent when the claim was given up). A claim picking after
+    /// them passes over their picks, which still wait where a part failed.
+    pub(crate) parts: Mutex<Vec<watch::Receiver<Option<bool>>>>,
 }
 
 /// One claim's read of a shard: how many claims of one job it stands for
@@ -97,6 +104,7 @@ impl Batch for LineBatch {
             ids: picks.iter().step_by(2).cloned().collect(),
             asked: asked as usize,
             taken: AtomicUsize::new(0),
+            parts: Mutex::default(),
         });
         let mut flags = flags.iter();
         Ok(entries

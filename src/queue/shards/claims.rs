@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use futures_util::future::join_all;
+use tokio::sync::watch;
 
 use super::QueueShards;
 use crate::queue::error::{QueueError, Result};
@@ -22,12 +23,16 @@ const ROUNDS: usize = 8;
 
 /// What a claim asks of the shards in one round: the shard of each claim
 /// of one job in turn, how many jobs each shard is asked for, and the
-/// jobs picked there, in order.
+/// jobs picked there, in order; where it tells the claims sharing its
+/// reads whether its part in a shard went through, and where it hears
+/// that of the claims whose picks it passed over (see `Line::parts`).
 #[derive(Debug, Default)]
 struct Plan {
     picks: Vec<usize>,
     asks: Vec<u32>,
     picked: Vec<Vec<String>>,
+    tells: Vec<Option<watch::Sender<Option<bool>>>>,
+    passed: Vec<(u32, watch::Receiver<Option<bool>>)>,
 }
 
 /// What the parts of one round answered: the jobs and acks of those that
@@ -59,7 +64,10 @@ impl QueueShards {
     ///
     /// A shard whose read or part fails is skipped: the claim goes on with
     /// the others and names it in `skipped`, as its jobs may have been
-    /// passed over. With a request id, a read that fails fails the claim
+    /// passed over. So is a shard where the part of a claim sharing a read
+    /// failed, when this claim picked after it: the jobs that claim picked
+    /// there, passed over here, may still wait (the claim waits to hear
+    /// how those parts went). With a request id, a read that fails fails the claim
     /// (the shard may hold its answer), and a part that may have leased
     /// jobs whose answer is lost asks for the claim's repeat.
     ///
@@ -108,6 +116,7 @@ impl QueueShards {
         // keeps its answer, and asked again would answer the same: it is
         // asked once.
         let mut answered_id = vec![false; self.shards.len()];
+        let mut passed = Vec::new();
         for round in 0..ROUNDS {
             let missing = want - claimed.jobs.len().min(want);
             // With a request id, a shard that answered an earlier round is
@@ -117,7 +126,7 @@ impl QueueShards {
                 Some(_) => answered_id.clone(),
                 None => vec![false; self.shards.len()],
             };
-            let plan = {
+            let mut plan = {
                 let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
                 plan(&lines, missing, &closed)
             };
@@ -126,6 +135,7 @@ impl QueueShards {
             } else {
                 self.send_parts(&entry.without_acks(), &plan).await
             };
+            passed.append(&mut plan.passed);
             let first = round == 0;
             let part = match part.settle(entry, first) {
                 Ok(part) => part,
@@ -169,6 +179,7 @@ impl QueueShards {
             skipped.extend(unread);
             lines = again;
         }
+        skipped.extend(failed_before(passed).await);
         claimed.skipped = skipped.into_iter().collect();
         Ok(claimed)
     }
@@ -263,6 +274,9 @@ impl QueueShards {
             ..Parts::default()
         };
         for (shard, outcome) in sent.iter().zip(outcomes) {
+            if let Some(tell) = plan.tells.get(*shard).and_then(Option::as_ref) {
+                tell.send_replace(Some(outcome.is_ok()));
+            }
             match outcome {
                 Ok(part) => {
                     parts.applied = true;
@@ -354,9 +368,9 @@ impl Plan {
     /// Nothing asked of any of `shards` shards.
     fn none(shards: usize) -> Self {
         Self {
-            picks: Vec::new(),
             asks: vec![0; shards],
             picked: vec![Vec::new(); shards],
+            ..Self::default()
         }
     }
 }
@@ -414,11 +428,47 @@ fn plan(lines: &[Option<Arc<Line>>], want: usize, closed: &[bool]) -> Plan {
     for shard in &picks {
         asks[*shard] += 1;
     }
+    // Every pick of a claim before ranks ahead of this claim's: a part of
+    // theirs that fails leaves jobs ranked ahead waiting.
+    let mut passed = Vec::new();
+    let mut tells = Vec::with_capacity(lines.len());
+    for (shard, line) in lines.iter().enumerate() {
+        let Some(line) = line else {
+            tells.push(None);
+            continue;
+        };
+        let mut parts = line.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        if !picks.is_empty() {
+            passed.extend(parts.iter().map(|part| (shard as u32, part.clone())));
+        }
+        tells.push((asks[shard] > 0).then(|| {
+            let (tell, hear) = watch::channel(None);
+            parts.push(hear);
+            tell
+        }));
+    }
     Plan {
         picks,
         asks,
         picked,
+        tells,
+        passed,
     }
+}
+
+/// The shards where a part of a claim whose picks this one passed over
+/// failed, or was given up: the jobs it picked there may still wait,
+/// ranked ahead of this claim's. Waits for those parts' outcomes.
+async fn failed_before(passed: Vec<(u32, watch::Receiver<Option<bool>>)>) -> BTreeSet<u32> {
+    let heard = join_all(passed.into_iter().map(|(shard, mut part)| async move {
+        let went_through = part
+            .wait_for(Option::is_some)
+            .await
+            .is_ok_and(|outcome| *outcome == Some(true));
+        (!went_through).then_some(shard)
+    }))
+    .await;
+    heard.into_iter().flatten().collect()
 }
 
 /// A round's jobs in the order the claims of one job would have taken

@@ -61,7 +61,7 @@ pub(crate) struct QueueShards {
     pub(crate) counters: Arc<QueueCounters>,
     /// The shard the next enqueue of ids made here goes to, in turn.
     turn: AtomicU32,
-    /// Held while a claim picks from the lines it read (`merge_lines`).
+    /// Held while a claim picks from the lines it read (`claims::plan`).
     merging: Mutex<()>,
 }
 

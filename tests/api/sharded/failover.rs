@@ -191,3 +191,109 @@ async fn a_claim_names_the_shard_it_could_not_reach() {
         .await;
     assert!(skipped >= 1.0, "the counter: {skipped}");
 }
+
+/// The primary of one shard answers line reads but refuses the claims'
+/// parts (an ACL that lets only the `line` function run there), and
+/// claims come together, sharing reads: the first to pick takes the
+/// shard's job, ranked first, and its part fails; each claim that picked
+/// after it passed over that job, which still waits, so each that answers
+/// a job must name the shard as skipped. (A claim beside one whose part
+/// failed answered the other shard's jobs and named nothing: a slot-move
+/// test's checker found it, the claim that failed having said nothing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_passing_over_a_failed_part_of_a_claim_sharing_its_read_names_the_shard() {
+    const SHARDS: u32 = 2;
+    const CLAIMS: usize = 40;
+    let cluster = RedisCluster::start();
+    let mut config = cluster.config();
+    config.bulk_floor = 0.0;
+    config.sweep_interval_ms = 3_600_000;
+    // A queue whose two shards live on different primaries.
+    let mut conn = cluster_connection(&cluster.urls()).await;
+    let owners = primary_of_slot(&cluster.urls()[0]).await;
+    let mut primary_of = async |queue: &str, shard: u32| {
+        let key = QueueKeys::shard(&config.key_prefix, queue, shard, SHARDS)
+            .key(Key::Pending)
+            .to_owned();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("KEYSLOT");
+        owners[&slot]
+    };
+    let mut queue = String::new();
+    for n in 0.. {
+        queue = format!("passed-{n}");
+        if primary_of(&queue, 0).await != primary_of(&queue, 1).await {
+            break;
+        }
+    }
+    let refusing = primary_of(&queue, 0).await;
+    preshard(&config, &[&queue], SHARDS).await;
+    let app = spawn_app_with(config.clone()).await;
+    let of = |shard: u32, count: usize| -> Vec<String> {
+        (0..)
+            .map(|n| format!("j{n}"))
+            .filter(|id| shard_of(id, SHARDS) == shard)
+            .take(count)
+            .collect()
+    };
+    let urgent = of(0, 1).remove(0);
+    app.enqueue(&queue, json!({"task": "t", "id": urgent, "priority": 0}))
+        .await;
+    for id in of(1, CLAIMS) {
+        app.enqueue(&queue, json!({"task": "t", "id": id, "priority": 1}))
+            .await;
+    }
+    // Shard 0's primary: the line function only.
+    let mut node = crate::support::redis_connection(&format!("redis://127.0.0.1:{refusing}")).await;
+    let functions: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut node)
+        .await
+        .expect("FUNCTION LIST");
+    let listed = redis_json(&functions).to_string();
+    let line = listed
+        .split('"')
+        .find(|word| word.starts_with("line_"))
+        .expect("the line function")
+        .to_owned();
+    let acl = |rules: &[&str]| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER").arg("default").arg(rules);
+        cmd
+    };
+    let () = acl(&["-fcall", "-fcall_ro", &format!("+fcall|{line}")])
+        .query_async(&mut node)
+        .await
+        .expect("ACL SETUSER");
+
+    let claims = (0..CLAIMS).map(|_| {
+        app.post(
+            app.queue_url(&queue, "/claim"),
+            json!({"max_jobs": 1, "lease_ms": 60_000}),
+        )
+    });
+    let answers = futures_util::future::join_all(claims).await;
+    let () = acl(&["+@all"])
+        .query_async(&mut node)
+        .await
+        .expect("ACL SETUSER");
+    let given: Vec<_> = answers
+        .iter()
+        .filter(|answer| {
+            answer.body["jobs"]
+                .as_array()
+                .is_some_and(|jobs| !jobs.is_empty())
+        })
+        .collect();
+    assert!(!given.is_empty(), "no claim was given a job: {answers:?}");
+    for answer in &given {
+        assert_ne!(answer.body["jobs"][0]["id"], json!(urgent), "{answer:?}");
+        assert_eq!(answer.body["skipped_shards"], json!([0]), "{answer:?}");
+    }
+    let view = app.job(&queue, &urgent).await;
+    assert_eq!(view.body["state"], "pending", "{view:?}");
+}
