@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 mod claims;
+mod plan;
 
 use super::counters::QueueCounters;
 use super::courier::{Courier, Notice};
