@@ -41,10 +41,13 @@ impl Plan {
 
 /// The shard each of up to `want` claims of one job would take from, in
 /// turn: the one whose next score in line is the lowest, the lower shard
-/// on a tie; and the jobs picked in each shard. A line's scores that claims sharing its read picked before
-/// are passed over, and the picks are marked taken, so claims sharing
-/// reads pick as claims one after the other would; the caller holds
-/// `merging` meanwhile. A line read in full (as many scores as asked) may
+/// on a tie; and the jobs picked in each shard. A line's scores that
+/// claims sharing its read picked before are passed over, and the picks
+/// are marked taken, so claims sharing reads pick as claims one after the
+/// other would; the caller holds `merging` meanwhile. The plan tells, per
+/// shard it asks, whether its part there went through, and hears the
+/// same of every part before it on the lines it read, when it picks any
+/// job (see `failed_before`). A line read in full (as many scores as asked) may
 /// hold more than was read: once all of it read is picked, no pick goes
 /// past its last score. A shard with no line (its read failed) is not
 /// picked. A `closed` shard (it answered the claim's request id in an
