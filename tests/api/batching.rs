@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::redis_server::{blocked_clients, command_calls};
+use crate::support::redis_server::{blocked_clients, command_calls, pause_clients};
 use crate::support::{
     RedisServer, TestApp, redis, redis_connection, script_calls, spawn_app_with, test_config, until,
 };
@@ -77,13 +77,7 @@ async fn held_then_queued(
 ) -> (Vec<crate::support::Answer>, u64) {
     let mut conn = redis_connection(&server.url()).await;
     let calls_before = script_calls(&mut conn).await;
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(15_000)
-        .arg("WRITE")
-        .query_async(&mut conn)
-        .await
-        .expect("CLIENT PAUSE");
+    pause_clients(&mut conn, 15_000, "WRITE").await;
     let send = |(url, body): (String, Value)| {
         let request = app.http.post(url).json(&body);
         async move { app.send(request).await }

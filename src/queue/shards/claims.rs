@@ -51,9 +51,9 @@ impl QueueShards {
     /// passed over. So is a shard where the part of a claim sharing a read
     /// failed, when this claim picked after it: the jobs that claim picked
     /// there, passed over here, may still wait (the claim waits to hear
-    /// how those parts went). With a request id, a read that fails fails the claim
-    /// (the shard may hold its answer), and a part that may have leased
-    /// jobs whose answer is lost asks for the claim's repeat.
+    /// how those parts went). With a request id, a read that fails fails
+    /// the claim (the shard may hold its answer), and a part that may have
+    /// leased jobs whose answer is lost asks for the claim's repeat.
     ///
     /// A claim with a request id carries it in every part, so each shard
     /// keeps what its part answered; when a shard says it answered the id

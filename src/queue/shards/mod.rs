@@ -62,7 +62,7 @@ pub(crate) struct QueueShards {
     pub(crate) counters: Arc<QueueCounters>,
     /// The shard the next enqueue of ids made here goes to, in turn.
     turn: AtomicU32,
-    /// Held while a claim picks from the lines it read (`claims::plan`).
+    /// Held while a claim picks from the lines it read (`plan::plan`).
     merging: Mutex<()>,
 }
 

@@ -47,9 +47,9 @@ impl Plan {
 /// other would; the caller holds `merging` meanwhile. The plan tells, per
 /// shard it asks, whether its part there went through, and hears the
 /// same of every part before it on the lines it read, when it picks any
-/// job (see `failed_before`). A line read in full (as many scores as asked) may
-/// hold more than was read: once all of it read is picked, no pick goes
-/// past its last score. A shard with no line (its read failed) is not
+/// job (see `failed_before`). A line read in full (as many scores as
+/// asked) may hold more than was read: once all of it read is picked, no
+/// pick goes past its last score. A shard with no line (its read failed) is not
 /// picked. A `closed` shard (it answered the claim's request id in an
 /// earlier round) cannot be asked: the picks stop at its next score.
 pub(super) fn plan(lines: &[Option<Arc<Line>>], want: usize, closed: &[bool]) -> Plan {

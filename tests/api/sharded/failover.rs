@@ -14,8 +14,10 @@ use prioq::queue::store::keys::shard_of;
 use super::preshard;
 use crate::support::cluster::{
     ClusterConfig, RedisCluster, cluster_connection, primary_of_slot, redis_json, replica_serving,
+    shard_slot,
 };
 use crate::support::recorded::two_instances_recorded;
+use crate::support::redis_server::pause_clients;
 use crate::support::{redis, spawn_app_with, until};
 
 /// 3 shards, on a cluster of three primaries with a replica each, every
@@ -119,25 +121,11 @@ async fn a_claim_names_the_shard_it_could_not_reach() {
             break;
         }
     }
-    let key = QueueKeys::shard(&config.key_prefix, "reach", 1, SHARDS)
-        .key(Key::Pending)
-        .to_owned();
     let mut conn = cluster_connection(&cluster.urls()).await;
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .expect("KEYSLOT");
+    let slot = shard_slot(&mut conn, &config.key_prefix, ("reach", 1, SHARDS)).await;
     let port = primary_of_slot(&cluster.urls()[0]).await[&slot];
     let mut node = crate::support::redis_connection(&format!("redis://127.0.0.1:{port}")).await;
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(3000)
-        .arg("ALL")
-        .query_async(&mut node)
-        .await
-        .expect("CLIENT PAUSE");
+    pause_clients(&mut node, 3000, "ALL").await;
 
     let answer = app
         .post(app.queue_url("reach", "/claim"), json!({"max_jobs": 6}))
@@ -194,7 +182,8 @@ async fn a_claim_names_the_shard_it_could_not_reach() {
 
 /// The primary of one shard answers line reads but refuses the claims'
 /// parts (an ACL that lets only the `line` function run there), and
-/// claims come together, sharing reads: the first to pick takes the
+/// claims come together while its clients are paused, so they share a
+/// read of its line once the pause ends: the first to pick takes the
 /// shard's job, ranked first, and its part fails; each claim that picked
 /// after it passed over that job, which still waits, so each that answers
 /// a job must name the shard as skipped. (A claim beside one whose part
@@ -212,16 +201,7 @@ async fn a_claim_passing_over_a_failed_part_of_a_claim_sharing_its_read_names_th
     let mut conn = cluster_connection(&cluster.urls()).await;
     let owners = primary_of_slot(&cluster.urls()[0]).await;
     let mut primary_of = async |queue: &str, shard: u32| {
-        let key = QueueKeys::shard(&config.key_prefix, queue, shard, SHARDS)
-            .key(Key::Pending)
-            .to_owned();
-        let slot: u16 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query_async(&mut conn)
-            .await
-            .expect("KEYSLOT");
-        owners[&slot]
+        owners[&shard_slot(&mut conn, &config.key_prefix, (queue, shard, SHARDS)).await]
     };
     let mut queue = String::new();
     for n in 0.. {
@@ -269,6 +249,11 @@ async fn a_claim_passing_over_a_failed_part_of_a_claim_sharing_its_read_names_th
         .query_async(&mut node)
         .await
         .expect("ACL SETUSER");
+    // Its clients paused a while, so that the claims sent meanwhile wait
+    // together for the read of its line after the first, and share it
+    // (paused, not refused: the reads answer once the pause ends, well
+    // within the Redis timeout).
+    pause_clients(&mut node, 300, "ALL").await;
 
     let claims = (0..CLAIMS).map(|_| {
         app.post(

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prioq::queue::store::keys::{Key, QueueKeys};
 use prioq_chaos::checker::Violation;
 use prioq_chaos::scenario::{Load, Shape, unfinished, violations};
 use prioq_chaos::slots::{Migration, Moved, move_slot};
@@ -14,7 +13,9 @@ use serde_json::json;
 
 use super::preshard;
 use crate::support::app::configure;
-use crate::support::cluster::{ClusterConfig, RedisCluster, cluster_connection, primary_of_slot};
+use crate::support::cluster::{
+    ClusterConfig, RedisCluster, cluster_connection, primary_of_slot, shard_slot,
+};
 use crate::support::recorded::two_instances_recorded;
 use crate::support::{redis, redis_connection, spawn_app_with, until};
 
@@ -51,14 +52,8 @@ async fn move_under_load(queue: &str, how: Migration) -> (Moved, u16, u16, u16) 
     };
     until(Duration::from_secs(20), "300 jobs", created(300)).await;
 
-    let shard = QueueKeys::shard(&config.key_prefix, queue, 1, 3);
     let mut conn = cluster_connection(&cluster.urls()).await;
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(shard.key(Key::Pending))
-        .query_async(&mut conn)
-        .await
-        .expect("KEYSLOT");
+    let slot = shard_slot(&mut conn, &config.key_prefix, (queue, 1, 3)).await;
     let before = primary_of_slot(&cluster.urls()[0]).await[&slot];
     let other = *cluster.ports.iter().find(|p| **p != before).expect("ports");
     let url = |port: u16| format!("redis://127.0.0.1:{port}");

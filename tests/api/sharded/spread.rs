@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use prioq::queue::store::keys::{Key, QueueKeys};
+use prioq::queue::store::keys::Key;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{assert_even, per_shard, sharded_cluster};
-use crate::support::cluster::{cluster_connection, primary_of_slot, shared_cluster};
-use crate::support::{redis, spawn_app_with};
+use crate::support::cluster::{cluster_connection, primary_of_slot, shard_slot, shared_cluster};
+use crate::support::spawn_app_with;
 
 async fn check_spread(shards: u32) {
     let config = sharded_cluster(&["made", "named"], shards).await;
@@ -42,13 +42,7 @@ async fn check_spread(shards: u32) {
     let mut conn = cluster_connection(&shared_cluster().urls()).await;
     let mut on_primary: BTreeMap<u16, u32> = BTreeMap::new();
     for shard in 0..shards {
-        let keys = QueueKeys::shard(&config.key_prefix, "made", shard, shards);
-        let slot: u16 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(keys.key(Key::Pending))
-            .query_async(&mut conn)
-            .await
-            .expect("KEYSLOT");
+        let slot = shard_slot(&mut conn, &config.key_prefix, ("made", shard, shards)).await;
         *on_primary.entry(owner[&slot]).or_default() += 1;
     }
     let most = on_primary.values().max().copied().unwrap_or_default();

@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use prioq::config::Config;
+use prioq::queue::store::keys::{Key, QueueKeys};
 pub(crate) use prioq_testbed::RedisCluster;
+use redis::cluster_async::ClusterConnection;
 use serde_json::{Value, json};
 
 use super::app::test_config;
@@ -35,7 +37,7 @@ impl ClusterConfig for RedisCluster {
     }
 }
 
-pub(crate) async fn cluster_connection(urls: &[String]) -> redis::cluster_async::ClusterConnection {
+pub(crate) async fn cluster_connection(urls: &[String]) -> ClusterConnection {
     redis::cluster::ClusterClient::new(urls.to_vec())
         .expect("cluster URLs")
         .get_async_connection()
@@ -69,15 +71,31 @@ pub(crate) async fn primary_of_slot(url: &str) -> BTreeMap<u16, u16> {
     owner
 }
 
+/// The slot of `key` (`CLUSTER KEYSLOT`).
+pub(crate) async fn key_slot(conn: &mut ClusterConnection, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("KEYSLOT")
+}
+
+/// The slot of shard `shard` of `queue` split over `shards`, under
+/// `prefix`: every key of the shard is in it.
+pub(crate) async fn shard_slot(
+    conn: &mut ClusterConnection,
+    prefix: &str,
+    (queue, shard, shards): (&str, u32, u32),
+) -> u16 {
+    let keys = QueueKeys::shard(prefix, queue, shard, shards);
+    key_slot(conn, keys.key(Key::Pending)).await
+}
+
 /// The port of a replica of the primary that serves `key`.
 pub(crate) async fn replica_serving(cluster: &RedisCluster, key: &str) -> u16 {
     let mut conn = cluster_connection(&cluster.urls()).await;
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .expect("KEYSLOT");
+    let slot = key_slot(&mut conn, key).await;
     let mut node = redis_connection(&cluster.urls()[0]).await;
     // Replicas show in `CLUSTER SLOTS` once the nodes have heard of them.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -25,6 +25,23 @@ pub(crate) async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnec
         .expect("Redis answers")
 }
 
+/// `CLIENT PAUSE ms mode` sent by `conn`: the server holds back its
+/// clients' commands (`WRITE`: those that write; `ALL`: every one) for
+/// `ms`.
+pub(crate) async fn pause_clients(
+    conn: &mut redis::aio::MultiplexedConnection,
+    ms: u64,
+    mode: &str,
+) {
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg(mode)
+        .query_async::<()>(conn)
+        .await
+        .expect("CLIENT PAUSE");
+}
+
 /// Every key under `prefix` and its contents, for "nothing changed" checks.
 /// Hash fields and set members come back in no fixed order (it can change
 /// between two reads with no write in between), so they are sorted here;
