@@ -65,6 +65,7 @@ redis.register_function('configure_' .. VERSION, function(keys, argv)
       redis.call('HSET', settings, field, value)
     end
   end
+  renew_packed(settings)
   if clear then redis.call('DEL', weights) end
   -- Without max_wait_ms no job ages: the times of those that would go.
   if changes.max_wait_ms == '' then redis.call('DEL', q.aging) end

@@ -4,8 +4,9 @@
 -- the listing, or joins the registration under way (its token), unless
 -- the listing is good (1) already; 'confirm' makes the listing good while
 -- it is still that token (or good already), and gives the queue its marks
--- (see lib/keys.lua). A deletion that ran between the steps took the
--- listing away, and the queue may not be listed: then nothing is made
+-- (see lib/keys.lua) and the pack of its settings (see lib/meta.lua). A
+-- deletion that ran between the steps took the listing away, and the
+-- queue may not be listed: then nothing is made
 -- good, and the next write finds the queue UNREGISTERED and lists it
 -- again. 'abandon' takes the listing away while it is still that token:
 -- the queue could not be listed (the limit on queues), and a refused
@@ -32,5 +33,6 @@ redis.register_function('listing_' .. VERSION, function(keys, argv)
   if listing ~= argv[2] and listing ~= '1' then return 0 end
   redis.call('HSET', q.meta, 'registered', '1')
   give_marks(q)
+  renew_packed(q.meta)
   return 1
 end)

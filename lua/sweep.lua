@@ -14,8 +14,9 @@
 -- caller to pay (see `pay`); and forgets up to `batch` answers of claims
 -- with a request id whose leases have ended, and ends told an hour ago
 -- to dependants never made (see lib/deps.lua); and gives a listed queue
--- the marks it lacks (see `give_marks`). Safe to run from every
--- instance at once: a lease is taken back exactly once.
+-- the marks it lacks (see `give_marks`) and packs its settings anew (see
+-- `renew_packed`). Safe to run from every instance at once: a lease is
+-- taken back exactly once.
 -- KEYS: LIFE, CLAIMS, SCHEDULES, push
 -- ARGV[1] wake channel, ARGV[2] group key prefix, ARGV[3] batch,
 --   ARGV[4] tags cursor, ARGV[5] groups cursor ('0' to start over),
@@ -40,7 +41,11 @@ redis.register_function{
   callback = function(keys, argv)
     local q = queue_of('sweep', keys, argv)
     local c = context(q)
-    if c.meta.registered == '1' and get(c, 'layout') ~= META_MARK then give_marks(q) end
+    if c.meta.registered == '1' then
+      if get(c, 'layout') ~= META_MARK then give_marks(q) end
+      -- Settings an older version wrote: in force from here.
+      if renew_packed(q.meta) then c = context(q) end
+    end
     local now, batch = now_ms(), tonumber(argv[3])
     local overdue = redis.call('ZRANGE', q.processing, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch)
     local taken, buried = 0, 0

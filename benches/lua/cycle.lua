@@ -16,6 +16,9 @@
 --   call alone (enqueue fills the queue, claim takes from it and keeps
 --   the leases, ack acks those kept), so that each part is counted on
 --   its own.
+-- bench_settings: KEYS[1] the queue's `meta`, ARGV pairs of setting
+--   field and value: sets them as `configure` does (the fields and their
+--   pack).
 -- bench_noop: returns at once what an empty `exchange` call returns, for
 --   scripts/lua-instructions --fixed to count a call's fixed cost against.
 
@@ -134,6 +137,11 @@ redis.register_function('bench_part', function(keys, argv)
     end
   end
   return #bench.kept
+end)
+
+redis.register_function('bench_settings', function(keys, argv)
+  redis.call('HSET', keys[1], unpack(argv))
+  renew_packed(keys[1])
 end)
 
 redis.register_function('bench_noop', function()

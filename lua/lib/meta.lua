@@ -18,21 +18,61 @@ local STATE = {'max_weight', 'floor', 'i:', 'progress', 'expiring', 'keyed', 'ca
 -- 5,000 for an HGET of its own.
 local BASIC_STATE = {'max_weight', 'registered', 'deleting'}
 
--- The fields a call reads, once: the settings, as the loader's SETTINGS
--- (from the table in src/queue/settings/table.rs) lists them, then
--- `state`. (Made at load, where Redis gives a library none of Lua's base
--- functions: no `ipairs`, no `tonumber`.)
-local function context_fields(state)
-  local fields = {}
-  for i = 1, #SETTINGS do
-    fields[i] = SETTINGS[i].field
+-- The fields every call reads first: the pack of the settings (see
+-- `pack_settings`; named at load), then the settings every call reads in
+-- fields of their own, so that a change to them takes effect on the next
+-- call whoever wrote it (an older version running beside this one during
+-- a rolling upgrade writes every setting in its own field only).
+local HEAD = {'packed:', 'paused', 'shards'}
+
+-- The other settings, in the order of the loader's SETTINGS (from the
+-- table in src/queue/settings/table.rs), every call reads packed in one
+-- field: reading a field costs Redis about 1,500 instructions, and every
+-- call reads them all. The field is named by the settings it packs, so
+-- that versions which pack other settings keep packs of their own. (Made
+-- at load, where Redis gives a library none of Lua's base functions: no
+-- `ipairs`, no `tonumber`.)
+local PACKED = {}
+for i = 1, #SETTINGS do
+  local field = SETTINGS[i].field
+  if field ~= HEAD[2] and field ~= HEAD[3] then
+    HEAD[1] = HEAD[1] .. (#PACKED > 0 and ',' or '') .. field
+    PACKED[#PACKED + 1] = field
   end
+end
+
+-- The fields a call reads, once: HEAD, then `state`.
+local function context_fields(state)
+  local fields = {HEAD[1], HEAD[2], HEAD[3]}
   for i = 1, #state do
-    fields[#SETTINGS + i] = state[i]
+    fields[#HEAD + i] = state[i]
   end
   return fields
 end
 local CONTEXT_FIELDS, BASIC_FIELDS = context_fields(STATE), context_fields(BASIC_STATE)
+
+-- The settings of PACKED in `meta`'s fields of their own, as their pack
+-- (HEAD[1]) keeps them: their values joined by commas, '' for one not set
+-- (a value is a number or a flag's 1, checked by prioq before it is
+-- written).
+local function pack_settings(meta)
+  local values = redis.call('HMGET', meta, unpack(PACKED))
+  for i = 1, #PACKED do
+    values[i] = values[i] or ''
+  end
+  return table.concat(values, ',', 1, #PACKED)
+end
+
+-- Writes the pack anew from the fields when it differs: by `configure`
+-- after a change, at a queue's listing, and by every sweep (a setting an
+-- older version wrote takes effect on this version's calls then). True
+-- when it wrote.
+local function renew_packed(meta)
+  local packed = pack_settings(meta)
+  if redis.call('HGET', meta, HEAD[1]) == packed then return false end
+  redis.call('HSET', meta, HEAD[1], packed)
+  return true
+end
 
 -- The settings a shard enforces, from the fields' values by field of
 -- `meta`. A shard of a queue split over k enforces its share of the caps
@@ -57,42 +97,38 @@ local function parse_settings(meta)
   return settings
 end
 
--- Parsed settings by their fields' values joined: a queue's settings
--- rarely change, and every call needs them. At most SETTINGS_KEPT sets
--- are kept (then the cache starts over); `SETTINGS_KEY` is the scratch
--- table the key is joined in. The tables are shared: read, never changed.
--- The values and settings of the last call are kept apart: a call with
--- the same values (one queue's calls, one after the other) takes them
--- without joining a key.
-local SETTINGS_OF, SETTINGS_KEPT, settings_kept, SETTINGS_KEY = {}, 256, 0, {}
-local LAST_VALUES, last_settings = {}, nil
+-- Parsed settings by the values they were parsed from, joined (`of`): a
+-- queue's settings rarely change, and every call needs them. At most
+-- `most` sets are kept (then the cache starts over). The tables are
+-- shared: read, never changed. The values and settings of the last call
+-- are kept apart: a call with the same values (one queue's calls, one
+-- after the other) takes them without joining a key.
+local parsed = {of = {}, kept = 0, most = 256, last_values = {}, last = nil}
 
--- The settings of the HMGET `values` (CONTEXT_FIELDS's).
-local function settings_of(values)
-  local same = last_settings ~= nil
-  for i = 1, #SETTINGS do
-    if values[i] ~= LAST_VALUES[i] then
-      same = false
-      break
-    end
+-- The settings of the HMGET `values` (CONTEXT_FIELDS's; the pack made
+-- from the fields when absent: a queue listed by an older version, until
+-- the sweeper packs it).
+local function parsed_settings(q, values)
+  if not values[1] then values[1] = pack_settings(q.meta) end
+  local last = parsed.last_values
+  if parsed.last and values[1] == last[1] and values[2] == last[2] and values[3] == last[3] then
+    return parsed.last
   end
-  if same then return last_settings end
-  for i = 1, #SETTINGS do
-    SETTINGS_KEY[i] = values[i] or ''
-    LAST_VALUES[i] = values[i]
-  end
-  local key = table.concat(SETTINGS_KEY, ',', 1, #SETTINGS)
-  local settings = SETTINGS_OF[key]
+  local packed, paused, shards = values[1], values[2] or '', values[3] or ''
+  local key = paused .. ',' .. shards .. ',' .. packed
+  local settings = parsed.of[key]
   if not settings then
-    local by_field = {}
-    for i = 1, #SETTINGS do
-      by_field[SETTINGS[i].field] = values[i]
+    local by_field, i = {paused = paused, shards = shards}, 0
+    for value in string.gmatch(packed .. ',', '([^,]*),') do
+      i = i + 1
+      by_field[PACKED[i]] = value
     end
     settings = parse_settings(by_field)
-    if settings_kept >= SETTINGS_KEPT then SETTINGS_OF, settings_kept = {}, 0 end
-    SETTINGS_OF[key], settings_kept = settings, settings_kept + 1
+    if parsed.kept >= parsed.most then parsed.of, parsed.kept = {}, 0 end
+    parsed.of[key], parsed.kept = settings, parsed.kept + 1
   end
-  last_settings = settings
+  last[1], last[2], last[3] = values[1], values[2], values[3]
+  parsed.last = settings
   return settings
 end
 
@@ -101,15 +137,10 @@ end
 -- field by field rehashes at every power of two on the way); the other
 -- settings are read through `settings`. Lists STATE in its order, as
 -- the check below makes sure at load.
-local SHARDS_AT
-for i = 1, #SETTINGS do
-  if SETTINGS[i].field == 'shards' then SHARDS_AT = i end
-end
-
 local function meta_of(values)
-  local s = #SETTINGS
+  local s = #HEAD
   return {
-    shards = values[SHARDS_AT], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
+    shards = values[3], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
     progress = values[s + 4], expiring = values[s + 5], keyed = values[s + 6], cancelling = values[s + 7],
     depending = values[s + 8], depended = values[s + 9], w = values[s + 10], throttled = values[s + 11],
     registered = values[s + 12], deleting = values[s + 13], fence = values[s + 14], backing_off = values[s + 15],
@@ -151,9 +182,9 @@ local function context(q, more, basic)
   local values = redis.call('HMGET', q.meta, unpack(fields))
   local meta
   if basic then
-    meta = {shards = values[SHARDS_AT]}
+    meta = {shards = values[3]}
     for i = 1, #BASIC_STATE do
-      meta[BASIC_STATE[i]] = values[#SETTINGS + i]
+      meta[BASIC_STATE[i]] = values[#HEAD + i]
     end
   else
     meta = meta_of(values)
@@ -165,7 +196,7 @@ local function context(q, more, basic)
     q = q,
     meta = meta,
     dirty = {},
-    settings = settings_of(values),
+    settings = parsed_settings(q, values),
     stride = tonumber(meta.max_weight) or 1,
     -- Made when first needed: the weights read, and the changes to each
     -- named group's jobs waiting.

@@ -199,9 +199,103 @@ async fn the_sweeper_gives_a_queue_listed_before_the_marks_it_lacks() {
     assert_eq!(app.stats("older").await["processing"], 0);
 }
 
+/// Every call reads a queue's settings packed in one field of `meta`
+/// (`paused` and `shards` in their own); an older version running beside
+/// this one writes each setting in its own field only. `paused` so
+/// written takes effect at once; the others once the sweeper packs them
+/// anew; a queue without a pack (listed by an older version) is read
+/// field by field.
+#[tokio::test]
+async fn settings_an_older_version_writes_take_effect() {
+    let app = spawn_app_with(test_config()).await;
+    for _ in 0..4 {
+        app.enqueue("older", json!({"task": "t"})).await;
+    }
+    let meta = QueueKeys::new(&app.config.key_prefix, "older")
+        .key(Key::Meta)
+        .to_string();
+    let mut conn = redis_connection(&app.config.redis_url).await;
+    let pack_field = || {
+        let mut conn = conn.clone();
+        let meta = meta.clone();
+        async move {
+            let fields: Vec<String> = redis::cmd("HKEYS")
+                .arg(&meta)
+                .query_async(&mut conn)
+                .await
+                .expect("HKEYS");
+            fields
+                .into_iter()
+                .find(|field| field.starts_with("packed:"))
+        }
+    };
+    let field = pack_field().await.expect("a listed queue's pack");
+    let packed_at = |setting: &str| {
+        field["packed:".len()..]
+            .split(',')
+            .position(|name| name == setting)
+            .expect("a packed setting")
+    };
+
+    let _: () = redis::cmd("HSET")
+        .arg(&meta)
+        .arg("paused")
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .expect("paused written alone");
+    assert!(app.claim("older", json!({"max_jobs": 4})).await.is_empty());
+    let _: () = redis::cmd("HDEL")
+        .arg(&meta)
+        .arg("paused")
+        .query_async(&mut conn)
+        .await
+        .expect("paused taken away");
+
+    let _: () = redis::cmd("HSET")
+        .arg(&meta)
+        .arg("max_in_flight")
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .expect("a cap written alone");
+    let at = packed_at("max_in_flight");
+    until(Duration::from_secs(10), "the sweeper's pack", || {
+        let mut conn = conn.clone();
+        let (meta, field) = (meta.clone(), field.clone());
+        async move {
+            let packed: String = redis::cmd("HGET")
+                .arg(&meta)
+                .arg(&field)
+                .query_async(&mut conn)
+                .await
+                .expect("the pack");
+            packed.split(',').nth(at) == Some("1")
+        }
+    })
+    .await;
+    let claimed = app.claim("older", json!({"max_jobs": 4})).await;
+    assert_eq!(claimed.len(), 1, "the cap of 1: {claimed:?}");
+
+    // Without a pack, a cap of 2 written alone: one job more.
+    let _: () = redis::pipe()
+        .cmd("HDEL")
+        .arg(&meta)
+        .arg(&field)
+        .cmd("HSET")
+        .arg(&meta)
+        .arg("max_in_flight")
+        .arg("2")
+        .query_async(&mut conn)
+        .await
+        .expect("the pack taken away");
+    let claimed = app.claim("older", json!({"max_jobs": 4})).await;
+    assert_eq!(claimed.len(), 1, "the cap of 2, one in flight: {claimed:?}");
+}
+
 /// A Lua chunk may have at most 200 locals at its top level, and the
-/// library is one chunk: it keeps room for the local the bench's harness
-/// (benches/lua/cycle.lua) appends and for a few helpers more. When this
+/// library is one chunk: it keeps room for the bench's harness
+/// (benches/lua/cycle.lua, appended to it) and for a few helpers more. When this
 /// fails, put a subject's helpers in a table of their own before adding
 /// more.
 #[tokio::test]
@@ -214,7 +308,8 @@ async fn the_library_leaves_room_for_more_top_level_locals() {
         other => panic!("the load command ends with the source, not {other:?}"),
     };
     let names: Vec<String> = (1..=ROOM).map(|i| format!("room_{i}")).collect();
-    let roomier = format!("{source}\nlocal {} = nil\n", names.join(", "));
+    let harness = include_str!("../../benches/lua/cycle.lua");
+    let roomier = format!("{source}\n{harness}\nlocal {} = nil\n", names.join(", "));
     let loaded: redis::RedisResult<String> = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg(roomier)
@@ -223,6 +318,6 @@ async fn the_library_leaves_room_for_more_top_level_locals() {
     assert_eq!(
         loaded.as_deref().ok(),
         Some(LIBRARY.name().as_str()),
-        "{ROOM} more top-level locals: {loaded:?}"
+        "the harness and {ROOM} more top-level locals: {loaded:?}"
     );
 }
