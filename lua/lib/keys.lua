@@ -241,12 +241,44 @@ local function fail(code)
   error({err = code})
 end
 
+-- The tables `q` made for the calls before, by stem and then by the
+-- call's first key, each with the number of keys and the last one: a
+-- queue's calls name the same keys call after call, and a table of 30-odd
+-- fields costs a call about 16,000 instructions to build. One is taken
+-- again when the call's first and last keys, their number and its leading
+-- arguments are the ones it was made of (Lua keeps one copy of each
+-- string: each comparison compares pointers); the rest follow from them,
+-- prioq naming every key of a queue's shard from the prefix, the queue
+-- and the shard, which the first key holds. Read, never changed. At most
+-- `most` are kept (then they start over).
+local made_queues = {by_stem = {}, kept = 0, most = 1024}
+
 -- The table `q` of a call of function `stem`: its keys by name, as the
 -- loader's QUEUE_OF names them (from the function table in
 -- src/queue/store/library.rs), and its leading arguments: the wake-up
 -- channel, then the group key prefix.
 local function queue_of(stem, keys, argv)
-  return QUEUE_OF[stem](keys, argv)
+  local n, first = #keys, keys[1]
+  local made = made_queues.by_stem[stem]
+  local kept = made and made[first]
+  if kept and kept.n == n and kept.last == keys[n] then
+    local q = kept.q
+    if (q.wake == nil or q.wake == argv[1]) and (q.group_prefix == nil or q.group_prefix == argv[2]) then
+      return q
+    end
+  end
+  local q = QUEUE_OF[stem](keys, argv)
+  if made_queues.kept >= made_queues.most then
+    made_queues.by_stem, made_queues.kept, made = {}, 0, nil
+  end
+  if not made then
+    made = {}
+    made_queues.by_stem[stem] = made
+  end
+  if first then
+    made[first], made_queues.kept = {q = q, n = n, last = keys[n]}, made_queues.kept + 1
+  end
+  return q
 end
 
 -- The names of the queue's keys up to their last part, from `jobs` or
