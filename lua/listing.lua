@@ -6,11 +6,11 @@
 -- it is still that token (or good already), and gives the queue its marks
 -- (see lib/keys.lua) and the pack of its settings (see lib/meta.lua). A
 -- deletion that ran between the steps took the listing away, and the
--- queue may not be listed: then nothing is made
--- good, and the next write finds the queue UNREGISTERED and lists it
--- again. 'abandon' takes the listing away while it is still that token:
--- the queue could not be listed (the limit on queues), and a refused
--- write leaves nothing behind.
+-- queue may not be listed: then nothing is made good, and the next write
+-- finds the queue UNREGISTERED and lists it again. 'abandon' takes the
+-- listing away while it is still that token: the queue could not be
+-- listed (the limit on queues), and a refused write leaves nothing
+-- behind.
 -- KEYS: meta, processing, leases
 -- ARGV[1] 'begin', 'confirm' or 'abandon', ARGV[2] the token
 -- Returns: for 'begin', the listing: 1 when it is good already, else the

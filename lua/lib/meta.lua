@@ -121,7 +121,9 @@ local function parsed_settings(q, values)
     local by_field, i = {paused = paused, shards = shards}, 0
     for value in string.gmatch(packed .. ',', '([^,]*),') do
       i = i + 1
-      by_field[PACKED[i]] = value
+      -- (A value past the last of PACKED, from a pack written by hand, is
+      -- left out.)
+      if PACKED[i] then by_field[PACKED[i]] = value end
     end
     settings = parse_settings(by_field)
     if parsed.kept >= parsed.most then parsed.of, parsed.kept = {}, 0 end

@@ -295,9 +295,9 @@ async fn settings_an_older_version_writes_take_effect() {
 
 /// A Lua chunk may have at most 200 locals at its top level, and the
 /// library is one chunk: it keeps room for the bench's harness
-/// (benches/lua/cycle.lua, appended to it) and for a few helpers more. When this
-/// fails, put a subject's helpers in a table of their own before adding
-/// more.
+/// (benches/lua/cycle.lua, appended to it) and for a few helpers more.
+/// When this fails, put a subject's helpers in a table of their own before
+/// adding more.
 #[tokio::test]
 async fn the_library_leaves_room_for_more_top_level_locals() {
     const ROOM: usize = 4;
