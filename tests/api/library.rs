@@ -215,21 +215,15 @@ async fn settings_an_older_version_writes_take_effect() {
         .key(Key::Meta)
         .to_string();
     let mut conn = redis_connection(&app.config.redis_url).await;
-    let pack_field = || {
-        let mut conn = conn.clone();
-        let meta = meta.clone();
-        async move {
-            let fields: Vec<String> = redis::cmd("HKEYS")
-                .arg(&meta)
-                .query_async(&mut conn)
-                .await
-                .expect("HKEYS");
-            fields
-                .into_iter()
-                .find(|field| field.starts_with("packed:"))
-        }
-    };
-    let field = pack_field().await.expect("a listed queue's pack");
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(&meta)
+        .query_async(&mut conn)
+        .await
+        .expect("HKEYS");
+    let field = fields
+        .into_iter()
+        .find(|field| field.starts_with("packed:"))
+        .expect("a listed queue's pack");
     let packed_at = |setting: &str| {
         field["packed:".len()..]
             .split(',')
@@ -237,28 +231,11 @@ async fn settings_an_older_version_writes_take_effect() {
             .expect("a packed setting")
     };
 
-    let _: () = redis::cmd("HSET")
-        .arg(&meta)
-        .arg("paused")
-        .arg("1")
-        .query_async(&mut conn)
-        .await
-        .expect("paused written alone");
+    write_alone(&mut conn, &meta, "paused", Some("1")).await;
     assert!(app.claim("older", json!({"max_jobs": 4})).await.is_empty());
-    let _: () = redis::cmd("HDEL")
-        .arg(&meta)
-        .arg("paused")
-        .query_async(&mut conn)
-        .await
-        .expect("paused taken away");
+    write_alone(&mut conn, &meta, "paused", None).await;
 
-    let _: () = redis::cmd("HSET")
-        .arg(&meta)
-        .arg("max_in_flight")
-        .arg("1")
-        .query_async(&mut conn)
-        .await
-        .expect("a cap written alone");
+    write_alone(&mut conn, &meta, "max_in_flight", Some("1")).await;
     let at = packed_at("max_in_flight");
     until(Duration::from_secs(10), "the sweeper's pack", || {
         let mut conn = conn.clone();
@@ -277,20 +254,30 @@ async fn settings_an_older_version_writes_take_effect() {
     let claimed = app.claim("older", json!({"max_jobs": 4})).await;
     assert_eq!(claimed.len(), 1, "the cap of 1: {claimed:?}");
 
-    // Without a pack, a cap of 2 written alone: one job more.
-    let _: () = redis::pipe()
-        .cmd("HDEL")
-        .arg(&meta)
-        .arg(&field)
-        .cmd("HSET")
-        .arg(&meta)
-        .arg("max_in_flight")
-        .arg("2")
-        .query_async(&mut conn)
-        .await
-        .expect("the pack taken away");
+    // Without a pack, a cap of 2 written alone: one job more. (The cap
+    // first: a sweep between the two writes packs it.)
+    write_alone(&mut conn, &meta, "max_in_flight", Some("2")).await;
+    write_alone(&mut conn, &meta, &field, None).await;
     let claimed = app.claim("older", json!({"max_jobs": 4})).await;
     assert_eq!(claimed.len(), 1, "the cap of 2, one in flight: {claimed:?}");
+}
+
+/// Writes `value` to `field` of the hash `meta` (None deletes it), as a
+/// version of prioq that knows nothing of the pack does.
+async fn write_alone(
+    conn: &mut redis::aio::MultiplexedConnection,
+    meta: &str,
+    field: &str,
+    value: Option<&str>,
+) {
+    let write = match value {
+        Some(value) => redis::cmd("HSET").arg(meta).arg(field).arg(value).clone(),
+        None => redis::cmd("HDEL").arg(meta).arg(field).clone(),
+    };
+    write
+        .query_async::<()>(conn)
+        .await
+        .unwrap_or_else(|error| panic!("{field} written alone: {error}"));
 }
 
 /// A Lua chunk may have at most 200 locals at its top level, and the
