@@ -51,7 +51,7 @@ redis.register_function{
     end
     local sets = {q.group_prefix .. '!throttled'}
     for _, group in ipairs(redis.call('ZRANGE', q.groups, 0, -1)) do
-      sets[#sets + 1] = q.group_prefix .. group
+      if group ~= MARK then sets[#sets + 1] = q.group_prefix .. group end
     end
     for _, id in ipairs(redis.call('SMEMBERS', q.depended)) do
       sets[#sets + 1] = dependants_key(q, id)

@@ -12,14 +12,17 @@ redis.register_function{
   flags = {'no-writes'},
   callback = function(keys, argv)
     local q = queue_of('groups', keys, argv)
-    local out = {}
-    for i, entry in ipairs(page_down(q.groups, tonumber(argv[1]) + 1, tonumber(argv[2]), argv[3])) do
+    local out, wanted = {}, tonumber(argv[1]) + 1
+    -- One more than wanted, in case the mark is among them.
+    for _, entry in ipairs(page_down(q.groups, wanted + 1, tonumber(argv[2]), argv[3])) do
       local group = entry[1]
-      out[i] = {
-        group, tonumber(entry[2]), tonumber(redis.call('HGET', q.meta, 'i:' .. group) or '0'),
-        tonumber(redis.call('HGET', q.weights, group) or '1'),
-      }
+      if group ~= MARK and #out < wanted then
+        out[#out + 1] = {
+          group, tonumber(entry[2]), tonumber(redis.call('HGET', q.meta, 'i:' .. group) or '0'),
+          tonumber(redis.call('HGET', q.weights, group) or '1'),
+        }
+      end
     end
-    return {redis.call('ZCARD', q.groups), out}
+    return {groups_listed(q), out}
   end,
 }

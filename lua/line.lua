@@ -172,7 +172,7 @@ redis.register_function{
     if limit <= 0 then return out end
     local ppm, handed = tonumber(argv[5]), number(c, 'floor')
     -- Without groups and floor, the line is pending's first jobs.
-    if ppm == 0 and redis.call('ZCARD', q.groups) == 0 then
+    if ppm == 0 and groups_listed(q) == 0 then
       local page = redis.call('ZRANGE', q.pending, 0, limit - 1, 'WITHSCORES')
       for i = 1, #page do
         out[#out + 1] = page[i]

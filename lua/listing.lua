@@ -11,7 +11,7 @@
 -- listing away while it is still that token: the queue could not be
 -- listed (the limit on queues), and a refused write leaves nothing
 -- behind.
--- KEYS: meta, processing, leases
+-- KEYS: meta, processing, leases, groups
 -- ARGV[1] 'begin', 'confirm' or 'abandon', ARGV[2] the token
 -- Returns: for 'begin', the listing: 1 when it is good already, else the
 --   token to confirm; for 'confirm', 1, or 0 when it found another listing

@@ -55,7 +55,7 @@ redis.register_function{
       redis.call('ZCOUNT', q.processing, '-inf', ms(now)),
       redis.call('ZCARD', q.dead),
       classes,
-      redis.call('ZCARD', q.groups),
+      groups_listed(q),
       redis.call('HGET', meta, 'paused') == '1' and 1 or 0,
       redis.call('ZCARD', q.completed),
       tonumber(redis.call('HGET', meta, 'shards')) or 1,

@@ -84,7 +84,7 @@ redis.register_function{
     end
     local groups = redis.call('ZSCAN', q.groups, argv[5], 'COUNT', batch)
     for i = 1, #groups[2], 2 do
-      restore_heads(c, groups[2][i])
+      if groups[2][i] ~= MARK then restore_heads(c, groups[2][i]) end
     end
     local due = {}
     local names = redis.call('ZRANGE', q.due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, batch, 'WITHSCORES')

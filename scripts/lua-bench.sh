@@ -78,8 +78,9 @@ fresh_queue() {
   local version
   version=$(library_version)
   redis-cli -p "$1" FLUSHALL >/dev/null
-  # (meta, processing, leases: a library of an older version takes meta.)
-  local listing=(3 "{bench}:meta" "{bench}:processing" "{bench}:leases")
+  # (meta, processing, leases, groups: a library of an older version takes
+  # the first ones only.)
+  local listing=(4 "{bench}:meta" "{bench}:processing" "{bench}:leases" "{bench}:groups")
   redis-cli -p "$1" FCALL "listing_$version" "${listing[@]}" begin bench >/dev/null
   redis-cli -p "$1" FCALL "listing_$version" "${listing[@]}" confirm bench >/dev/null
 }

@@ -9,7 +9,7 @@ use super::broker::Broker;
 use super::error::{QueueError, Result};
 use super::shards::QueueShards;
 use super::store::Call;
-use super::store::keys::Key;
+use super::store::keys::{Key, MARK};
 use super::store::library::{Function, LIBRARY};
 
 /// A queue's depth by state, and per priority class.
@@ -143,7 +143,12 @@ impl Broker {
                 self.call::<Vec<String>>(&cmd).await
             }))
             .await?;
-            stats.groups = names.into_iter().flatten().collect::<HashSet<_>>().len() as u64;
+            stats.groups = names
+                .into_iter()
+                .flatten()
+                .filter(|name| name != MARK)
+                .collect::<HashSet<_>>()
+                .len() as u64;
         }
         Ok(stats)
     }

@@ -128,18 +128,20 @@ async fn cluster_functions_are_loaded_again_on_every_primary() {
 /// Every call reads 20 to 40 fields of a queue's `meta`: Redis keeps a
 /// small hash as a listpack and searches it field by field, so the
 /// `layout` field, written when the queue is listed, keeps it a hash
-/// table; `processing` and `leases`, written by every claim and ack, keep
-/// a mark for the same reason, which the count of jobs in flight leaves
-/// out (see lua/lib/keys.lua).
+/// table; `processing`, `leases` and `groups`, written by every claim and
+/// ack, keep a mark for the same reason, which the counts of jobs in
+/// flight and of groups, and the list of groups, leave out (see
+/// lua/lib/keys.lua).
 #[tokio::test]
-async fn a_listed_queue_keeps_meta_processing_and_leases_out_of_listpacks() {
+async fn a_listed_queue_keeps_meta_processing_leases_and_groups_out_of_listpacks() {
     let app = spawn_app_with(test_config()).await;
-    app.enqueue("small", json!({"task": "t"})).await;
+    app.enqueue("small", json!({"task": "t", "group": "tenant-1"}))
+        .await;
     app.claim_one("small").await.expect("the job");
     let keys = QueueKeys::new(&app.config.key_prefix, "small");
     let mut conn = redis_connection(&app.config.redis_url).await;
     let mut encodings = Vec::new();
-    for key in [Key::Meta, Key::Processing, Key::Leases] {
+    for key in [Key::Meta, Key::Processing, Key::Leases, Key::Groups] {
         let encoding: String = redis::cmd("OBJECT")
             .arg("ENCODING")
             .arg(keys.key(key))
@@ -148,8 +150,20 @@ async fn a_listed_queue_keeps_meta_processing_and_leases_out_of_listpacks() {
             .expect("OBJECT ENCODING");
         encodings.push(encoding);
     }
-    assert_eq!(encodings, ["hashtable", "skiplist", "hashtable"]);
-    assert_eq!(app.stats("small").await["processing"], 1);
+    assert_eq!(
+        encodings,
+        ["hashtable", "skiplist", "hashtable", "skiplist"]
+    );
+    let stats = app.stats("small").await;
+    assert_eq!(
+        (&stats["processing"], &stats["groups"]),
+        (&json!(1), &json!(1))
+    );
+    let groups = app.get(app.queue_url("small", "/groups")).await.body;
+    assert_eq!(
+        groups["groups"],
+        json!([{"group": "tenant-1", "pending": 0, "processing": 1, "weight": 1}])
+    );
 }
 
 /// A queue listed by an older version has neither the `layout` field nor
@@ -170,6 +184,9 @@ async fn the_sweeper_gives_a_queue_listed_before_the_marks_it_lacks() {
         .cmd("HDEL")
         .arg(keys.key(Key::Leases))
         .arg(MARK)
+        .cmd("ZREM")
+        .arg(keys.key(Key::Groups))
+        .arg(MARK)
         .query_async(&mut conn)
         .await
         .expect("marks taken away");
@@ -177,26 +194,37 @@ async fn the_sweeper_gives_a_queue_listed_before_the_marks_it_lacks() {
         let mut conn = conn.clone();
         let keys = keys.clone();
         async move {
-            let (layout, processing, leases): (bool, Option<String>, bool) = redis::pipe()
-                .cmd("HEXISTS")
-                .arg(keys.key(Key::Meta))
-                .arg("layout")
-                .cmd("ZSCORE")
-                .arg(keys.key(Key::Processing))
-                .arg(MARK)
-                .cmd("HEXISTS")
-                .arg(keys.key(Key::Leases))
-                .arg(MARK)
-                .query_async(&mut conn)
-                .await
-                .expect("marks read");
-            layout && processing.as_deref() == Some("inf") && leases
+            let (layout, processing, leases, groups): (bool, Option<String>, bool, Option<String>) =
+                redis::pipe()
+                    .cmd("HEXISTS")
+                    .arg(keys.key(Key::Meta))
+                    .arg("layout")
+                    .cmd("ZSCORE")
+                    .arg(keys.key(Key::Processing))
+                    .arg(MARK)
+                    .cmd("HEXISTS")
+                    .arg(keys.key(Key::Leases))
+                    .arg(MARK)
+                    .cmd("ZSCORE")
+                    .arg(keys.key(Key::Groups))
+                    .arg(MARK)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("marks read");
+            layout
+                && processing.as_deref() == Some("inf")
+                && leases
+                && groups.as_deref() == Some("0")
         }
     })
     .await;
     let job = app.claim_one("older").await.expect("the job");
     assert_eq!(app.ack("older", &job).await.status, StatusCode::NO_CONTENT);
-    assert_eq!(app.stats("older").await["processing"], 0);
+    let stats = app.stats("older").await;
+    assert_eq!(
+        (&stats["processing"], &stats["groups"]),
+        (&json!(0), &json!(0))
+    );
 }
 
 /// Every call reads a queue's settings packed in one field of `meta`

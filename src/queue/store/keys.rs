@@ -12,12 +12,13 @@
 //! land on K different primaries of a cluster whose primaries hold equal
 //! ranges. A queue name cannot hold `#`, so no two queues share a key.
 
-/// The member of a queue's `processing` set (scored +inf) and the field of
-/// its `leases` hash that keep them a skiplist and a hash table: longer
-/// than Redis's 64-byte bound on listpack entries, and no job id (ids have
-/// no spaces). A small set or hash is otherwise kept as a listpack, which
-/// Redis searches entry by entry on every write: with a few dozen jobs in
-/// flight that costs a claim and an ack more than their own work (see
+/// The member of a queue's `processing` set (scored +inf) and `groups` set
+/// (scored 0) and the field of its `leases` hash that keep them skiplists
+/// and a hash table: longer than Redis's 64-byte bound on listpack
+/// entries, and no job id nor group name (they have no spaces). A small
+/// set or hash is otherwise kept as a listpack, which Redis searches entry
+/// by entry on every write: with a few dozen jobs in flight, or groups
+/// listed, that costs a claim and an ack more than their own work (see
 /// `lua/lib/keys.lua`). Written when the queue is listed.
 pub const MARK: &str =
     "mark: longer than 64 bytes, it keeps this set a skiplist, this hash a hash table";

@@ -149,7 +149,7 @@ functions! {
     Pay "pay": {Life} [SchedulePaid] Writes 2 Safe,
     Reshard "reshard": [Meta, Jobs] Writes 0 Safe,
     Register "register": [Queues] Writes 0 Safe,
-    Listing "listing": [Meta, Processing, Leases] Writes 0 Safe,
+    Listing "listing": [Meta, Processing, Leases, Groups] Writes 0 Safe,
     Dependency "dependency": [Jobs, Dead, Completed, Results, Cancels, Meta, Depended] Writes 0 Safe,
     Tell "tell": {Life} Writes 2 Safe,
     Outbox "outbox": [Outbox, OutboxDue, Meta] Reads 0 Safe,
