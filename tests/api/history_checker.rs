@@ -478,6 +478,15 @@ fn a_claim_beside_one_that_skipped_a_shard_is_not_judged() {
         acked: Vec::new(),
         skipped: vec![1],
     };
+    history.push(op(60, "main", (425, 440), Outcome::Ok, skipping.clone()));
+    assert_eq!(broken(&history), Vec::<&str>::new());
+
+    // A queue split before the history began: the claim naming a shard
+    // it skipped tells the checker so.
+    let mut history = clean();
+    history.push(enqueue(50, "main", "e", 0, "g9", 405, Outcome::Ok));
+    history.push(read(51, "main", "e", Some("pending"), 407, None));
+    assert_eq!(broken(&history), ["priority_order"]);
     history.push(op(60, "main", (425, 440), Outcome::Ok, skipping));
     assert_eq!(broken(&history), Vec::<&str>::new());
 }

@@ -198,7 +198,8 @@ pub struct Facts<'h> {
     /// Schedule names of each queue.
     pub schedules: BTreeMap<&'h str, Vec<&'h str>>,
     /// The most shards each queue whose `shards` was patched may have had
-    /// (any outcome but failed: one whose patch is unknown counts).
+    /// (any outcome but failed: one whose patch is unknown counts), or
+    /// that a claim named a shard of (split before the history began).
     pub shards: BTreeMap<&'h str, u32>,
     /// The `max_pending` of each queue whose patch of it was answered ok.
     pub max_pending: BTreeMap<&'h str, u64>,
@@ -293,10 +294,17 @@ impl<'h> Facts<'h> {
                 acks,
                 jobs,
                 acked,
+                skipped,
                 ..
             } => {
                 if op.outcome == Outcome::Failed {
                     return;
+                }
+                // A claim that could not reach shard k: the queue has more
+                // than k shards, whether or not the history split it.
+                if let Some(&last) = skipped.iter().max() {
+                    let most = self.shards.entry(queue).or_insert(0);
+                    *most = (*most).max(last + 1).max(2);
                 }
                 for (i, ack) in acks.iter().enumerate() {
                     // Answered: its own status says; unanswered: it may
