@@ -310,6 +310,9 @@ local function give_marks(q)
   redis.call('HSET', q.meta, 'layout', META_MARK)
   redis.call('ZADD', q.processing, 'NX', 'inf', MARK)
   redis.call('HSETNX', q.leases, MARK, '')
+  -- Scored 0, not -inf (which ZCOUNT could leave out as `processing`'s
+  -- +inf is): an older version running beside this one reads it as a
+  -- group with no jobs waiting, where -inf would fail its reply.
   redis.call('ZADD', q.groups, 'NX', 0, MARK)
 end
 
