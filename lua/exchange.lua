@@ -20,7 +20,7 @@
 --   pairs), the dependencies of those that have some (id and
 --   `dependencies_of` pairs), the jobs it ended that have dependants
 --   elsewhere to tell (see lib/deps.lua)}; each part's answers one request
---   after the other in one flat list.
+--   after the other in one flat list, nil when empty (see `listed`).
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -49,8 +49,8 @@ local function exchange(keys, argv)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, statuses, enqueued, claimed, limited, wait_ms, c.expired or 0, c.expiry_out or NONE, c.deps_out or NONE,
-    c.outboxed or 0}
+  return {now, listed(statuses), listed(enqueued), listed(claimed), limited, wait_ms, c.expired or 0,
+    c.expiry_out or false, c.deps_out or false, c.outboxed or 0}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

@@ -335,8 +335,28 @@ local function waiting_jobs(q)
     - redis.call('ZCARD', q.dead)
 end
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A list as a reply holds it: nil when empty. Redis turns each table of a
+-- reply into an array after looking in it for the fields of the other
+-- reply types (`err`, `ok`, `double`, `map`, ...) and writes the array's
+-- length once it has walked it (a place in the reply set aside, then
+-- filled): about 3,000 instructions even for an empty one. prioq reads
+-- nil as an empty list.
+local function listed(list)
+  if #list == 0 then return false end
+  return list
+end
+
+-- Redis's clock in ms. The seconds' text parsed is kept: it changes once
+-- a second, and Lua parses a number's text with strtod.
+local now_ms
+do
+  local clock = {seconds = nil, ms = 0}
+  now_ms = function()
+    local t = redis.call('TIME')
+    if t[1] ~= clock.seconds then
+      clock.seconds, clock.ms = t[1], tonumber(t[1]) * 1000
+    end
+    return clock.ms + math.floor(tonumber(t[2]) / 1000)
+  end
 end
 

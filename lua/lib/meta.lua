@@ -134,13 +134,18 @@ local function parsed_settings(q, values)
   return settings
 end
 
--- A call's `meta` table from the HMGET `values` (CONTEXT_FIELDS's): the
--- STATE fields and `shards`, in one table constructor (a table grown
--- field by field rehashes at every power of two on the way); the other
--- settings are read through `settings`. Lists STATE in its order, as
--- the check below makes sure at load.
-local function meta_of(values)
+-- A call's `meta` table from the HMGET `values` (CONTEXT_FIELDS's, or
+-- when `basic` BASIC_FIELDS's): the STATE (BASIC_STATE) fields and
+-- `shards`, in one table constructor (a table grown field by field
+-- rehashes at every power of two on the way: about 2,500 instructions a
+-- call for the four fields of the basic state); the other settings are
+-- read through `settings`. Lists the fields in their order, as the check
+-- below makes sure at load.
+local function meta_of(values, basic)
   local s = #HEAD
+  if basic then
+    return {shards = values[3], max_weight = values[s + 1], registered = values[s + 2], deleting = values[s + 3]}
+  end
   return {
     shards = values[3], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
     progress = values[s + 4], expiring = values[s + 5], keyed = values[s + 6], cancelling = values[s + 7],
@@ -149,19 +154,24 @@ local function meta_of(values)
   }
 end
 
+-- Both list their fields in the order of the HMGET's.
 do
-  local sample = {}
-  for i = 1, #CONTEXT_FIELDS do
-    sample[i] = CONTEXT_FIELDS[i]
-  end
-  local meta = meta_of(sample)
-  for i = 0, #STATE do
-    local field = STATE[i] or 'shards'
-    if meta[field] ~= field then
-      -- A library has no `error` at load: indexing nil stops the load and
-      -- names this line.
-      local meta_of_misses_a_field = nil
-      meta_of_misses_a_field = meta_of_misses_a_field[field]
+  local checked = {{CONTEXT_FIELDS, STATE, false}, {BASIC_FIELDS, BASIC_STATE, true}}
+  for k = 1, #checked do
+    local read, state, basic = checked[k][1], checked[k][2], checked[k][3]
+    local sample = {}
+    for i = 1, #read do
+      sample[i] = read[i]
+    end
+    local meta = meta_of(sample, basic)
+    for i = 0, #state do
+      local field = state[i] or 'shards'
+      if meta[field] ~= field then
+        -- A library has no `error` at load: indexing nil stops the load and
+        -- names this line.
+        local meta_of_misses_a_field = nil
+        meta_of_misses_a_field = meta_of_misses_a_field[field]
+      end
     end
   end
 end
@@ -182,15 +192,7 @@ local function context(q, more, basic)
     end
   end
   local values = redis.call('HMGET', q.meta, unpack(fields))
-  local meta
-  if basic then
-    meta = {shards = values[3]}
-    for i = 1, #BASIC_STATE do
-      meta[BASIC_STATE[i]] = values[#HEAD + i]
-    end
-  else
-    meta = meta_of(values)
-  end
+  local meta = meta_of(values, basic)
   for i = #read + 1, #fields do
     meta[fields[i]] = values[i]
   end
@@ -229,7 +231,7 @@ end
 -- being changed: the caller reads it again and routes anew. Before any
 -- write.
 local function check_shards(c, expected)
-  if (tonumber(c.meta.shards) or 1) ~= tonumber(expected) then fail('SHARDS_CHANGED') end
+  if (c.meta.shards and int_of(c.meta.shards) or 1) ~= int_of(expected) then fail('SHARDS_CHANGED') end
 end
 
 -- Reads fields of `meta` the call does not know yet, in one HMGET (a

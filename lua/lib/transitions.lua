@@ -79,18 +79,20 @@ end
 local function settle(c)
   local q = c.q
   if c.told then on_ended(c) end
-  local sets, gone = {}, {}
-  for field in pairs(c.dirty) do
-    local value = c.meta[field]
-    if value == false then
-      gone[#gone + 1] = field
-    else
-      sets[#sets + 1] = field
-      sets[#sets + 1] = type(value) == 'number' and number_text(value) or value
+  if next(c.dirty) then
+    local sets, gone = {}, {}
+    for field in pairs(c.dirty) do
+      local value = c.meta[field]
+      if value == false then
+        gone[#gone + 1] = field
+      else
+        sets[#sets + 1] = field
+        sets[#sets + 1] = type(value) == 'number' and number_text(value) or value
+      end
     end
+    if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
+    if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
   end
-  if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
-  if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
   if c.aging then redis.call('ZADD', q.aging, unpack(c.aging)) end
   -- `groups` lists every named group with jobs waiting (its score) or in
   -- flight: a ZINCRBY of 0 lists a group in flight that was not.
@@ -459,12 +461,12 @@ end
 -- An ack with the token that completed a job answers 'OK' again. Answers
 -- one status per triple, in order: 'OK', 'LEASE_LOST' or 'NOT_FOUND'.
 local function ack_all(c, argv, first, last, now)
+  if first > last then return {} end
   local q = c.q
   local ids = {}
   for i = first, last, 3 do
     ids[#ids + 1] = argv[i]
   end
-  if #ids == 0 then return {} end
   local leases = redis.call('HMGET', q.leases, unpack(ids))
   -- `acked[id]`: the token of a job completed here, false for one deleted.
   local statuses, acked, ending, gone, kept = {}, {}, {}, {}, {}

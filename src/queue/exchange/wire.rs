@@ -53,7 +53,9 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
 /// rate limit token, the jobs it found expired, the `expiry` entries of
 /// the jobs leased that have one (id, entry pairs), the dependencies of
 /// those that have some (id, dependencies pairs), and the jobs it ended
-/// whose dependants elsewhere are to be told from their outbox.
+/// whose dependants elsewhere are to be told from their outbox. Each list
+/// is nil when empty (the function answers so: an empty table costs Redis
+/// about 3,000 instructions to reply), which reads as an empty `Vec`.
 type RawExchange = (
     i64,
     Vec<String>,
