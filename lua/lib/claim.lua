@@ -32,10 +32,11 @@ end
 -- The first job, in fair order, of the least urgent non-empty class, taken
 -- out of pending: {id, score}, or nil when pending is empty.
 local function take_first_of_least_urgent(q)
-  local last = redis.call('ZRANGE', q.pending, -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', q.pending, '-1', '-1', 'WITHSCORES')
   if #last == 0 then return nil end
   local class = class_of(last[2])
-  local first = redis.call('ZRANGE', q.pending, class, '(' .. (class + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  local first = redis.call('ZRANGE', q.pending, decimal(class), '(' .. decimal(class + 1), 'BYSCORE', 'LIMIT', '0', '1',
+    'WITHSCORES')
   redis.call('ZREM', q.pending, first[1])
   return first
 end
@@ -180,7 +181,7 @@ local function take_jobs(c, wanted, handed, ppm, now)
     end
     local popped
     if run > 0 then
-      popped = redis.call('ZPOPMIN', q.pending, run)
+      popped = redis.call('ZPOPMIN', q.pending, decimal(run))
     else
       run, popped = 1, take_first_of_least_urgent(q) or {}
     end
@@ -375,11 +376,7 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
     taken, records = take_jobs(c, wanted, handed, ppm, now)
   end
   if ppm > 0 and #taken > 0 then put(c, 'floor', handed + #taken) end
-  local fence = 0
-  if #taken > 0 then
-    fence = math.max(number(c, 'fence') + 1, now * 1000)
-    put(c, 'fence', decimal(fence + #taken - 1))
-  end
+  local fence = #taken > 0 and math.max(number(c, 'fence') + 1, now * 1000) or 0
   if bucket then
     put(c, 'tokens', bucket - #taken)
     put(c, 'at', now)
@@ -400,6 +397,9 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
   local jobs = c.handed or {}
   c.handed = jobs
   local noted = noting(c)
+  -- The last job's fence as text, which `fence` keeps (made once: a
+  -- number's text costs a sprintf).
+  local fence_text
   for _, request in ipairs(list) do
     local at = request.at
     local lease_ms, worker = argv[at], request.worker
@@ -411,7 +411,8 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
     local count = math.min(int_of(argv[at + 1]), #taken - next + 1)
     request.jobs, request.from, request.count = jobs, #jobs, count
     for n = next, next + count - 1 do
-      local id, token = taken[n], token_prefix .. '-' .. decimal(fence + n - 1)
+      fence_text = decimal(fence + n - 1)
+      local id, token = taken[n], token_prefix .. '-' .. fence_text
       local retain = retain_of(records[n])
       pair = pair + 2
       deadlines[pair - 1], deadlines[pair] = deadline, id
@@ -419,11 +420,12 @@ local function hand_out(c, argv, list, now, ppm, token_prefix, picked)
       leases[pair] = token .. (retain > 0 and ('/' .. retain) or '') .. ':' .. worker
       local k = #jobs
       jobs[k + 1], jobs[k + 2], jobs[k + 3], jobs[k + 4] = id, records[n], token, deadline
-      if noted then note(c, id, now, 'claimed ' .. decimal(fence + n - 1) .. ' ' .. worker) end
+      if noted then note(c, id, now, 'claimed ' .. fence_text .. ' ' .. worker) end
     end
     next = next + count
   end
   if #taken > 0 then
+    put(c, 'fence', fence_text)
     redis.call('ZADD', q.processing, unpack(deadlines))
     redis.call('HSET', q.leases, unpack(leases))
   end

@@ -91,7 +91,7 @@ end
 -- waits: virtual time 0, every finish tag of the class gone. Answers
 -- whether it did.
 local function restart_class(c, prio)
-  if redis.call('ZCOUNT', c.q.pending, prio, '(' .. (prio + 1)) > 0 then return false end
+  if redis.call('ZCOUNT', c.q.pending, decimal(prio), '(' .. decimal(prio + 1)) > 0 then return false end
   local fields = fields_of(prio)
   if number(c, fields.backlog) > 0 then return false end
   put(c, fields.vtime, false)
@@ -216,7 +216,8 @@ local function pop_of_class(gkey, prio)
   if class == prio then return first end
   redis.call('ZADD', gkey, first[2], first[1])
   if class > prio then return nil end
-  local next = redis.call('ZRANGE', gkey, prio, '(' .. (prio + 1), 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  local next = redis.call('ZRANGE', gkey, decimal(prio), '(' .. decimal(prio + 1), 'BYSCORE', 'LIMIT', '0', '1',
+    'WITHSCORES')
   if #next == 0 then return nil end
   redis.call('ZREM', gkey, next[1])
   return next
@@ -277,11 +278,11 @@ local function restore_heads(c, group)
   if holds(c, group) then return end
   local gkey, from = group_key(c, group), '-inf'
   while true do
-    local first = redis.call('ZRANGE', gkey, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    local first = redis.call('ZRANGE', gkey, from, '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
     if #first == 0 then return end
     local prio = class_of(first[2])
     if not get(c, fields_of(prio).head .. group) then refill_head(c, group, prio) end
-    from = prio + 1
+    from = decimal(prio + 1)
   end
 end
 
@@ -292,7 +293,7 @@ local function restore_throttled(c, now)
   if number(c, 'throttled') <= 0 then return end
   local key = group_key(c, '!throttled')
   local upto = c.settings.group_rate_per_second and ms(now) or '+inf'
-  local due = redis.call('ZRANGE', key, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 100)
+  local due = redis.call('ZRANGE', key, '-inf', upto, 'BYSCORE', 'LIMIT', '0', '100')
   if #due == 0 then return end
   redis.call('ZREM', key, unpack(due))
   add(c, 'throttled', -#due)

@@ -34,14 +34,17 @@ local function int_of(text)
 end
 
 -- A small whole number as text: Lua turns a number into text with
--- sprintf; those below DECIMALS_KEPT are made once each.
+-- sprintf, and so does Redis with a number given to a command
+-- (`redis.call(..., 1)` costs it a `%.17g`, about 2,000 instructions), so
+-- the functions give commands text; those from 0 to below DECIMALS_KEPT
+-- are made once each.
 local DECIMALS, DECIMALS_KEPT = {}, 4096
 
 local function decimal(n)
   local text = DECIMALS[n]
   if not text then
     text = ms(n)
-    if n < DECIMALS_KEPT then DECIMALS[n] = text end
+    if n >= 0 and n < DECIMALS_KEPT then DECIMALS[n] = text end
   end
   return text
 end

@@ -98,7 +98,7 @@ local function settle(c)
   -- flight: a ZINCRBY of 0 lists a group in flight that was not.
   for group, n in pairs(c.waiting_of or NONE) do
     if n ~= 0 or inflight(c, group) > 0 then
-      if tonumber(redis.call('ZINCRBY', q.groups, n, group)) <= 0 and inflight(c, group) <= 0 then
+      if tonumber(redis.call('ZINCRBY', q.groups, decimal(n), group)) <= 0 and inflight(c, group) <= 0 then
         redis.call('ZREM', q.groups, group)
       end
     else
@@ -256,7 +256,7 @@ end
 local function expire_due(c, now, limit)
   if number(c, 'expiring') <= 0 then return 0 end
   local q = c.q
-  local ids = redis.call('ZRANGE', q.expiry_due, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit)
+  local ids = redis.call('ZRANGE', q.expiry_due, '-inf', ms(now), 'BYSCORE', 'LIMIT', '0', decimal(limit))
   if #ids == 0 then return 0 end
   local records = redis.call('HMGET', q.jobs, unpack(ids))
   local entries = redis.call('HMGET', q.expiry, unpack(ids))
@@ -282,7 +282,7 @@ end
 local function promote_due(c, now, limit)
   restore_throttled(c, now)
   local q = c.q
-  local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+  local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', '0', decimal(limit), 'WITHSCORES')
   if #due == 0 then return 0 end
   local ids, moves = {}, {}
   for i = 1, #due, 2 do
@@ -312,7 +312,7 @@ end
 local function promote_aged(c, now, limit)
   local wait, q = c.settings.max_wait_ms, c.q
   if not wait then return end
-  local due = redis.call('ZRANGE', q.aging, '-inf', ms(now), 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+  local due = redis.call('ZRANGE', q.aging, '-inf', ms(now), 'BYSCORE', 'LIMIT', '0', decimal(limit), 'WITHSCORES')
   if #due == 0 then return end
   local adds, again, gone = {}, {}, {}
   for i = 1, #due, 2 do
