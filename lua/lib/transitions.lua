@@ -278,10 +278,13 @@ local function expire_due(c, now, limit)
 end
 
 -- Moves up to `limit` scheduled jobs whose time has come to pending,
--- earliest first; answers how many.
+-- earliest first; answers how many. Every claim calls it, and most
+-- queues schedule nothing: an EXISTS (about 2,800 instructions) spares
+-- them the range's (about 10,000 with `now` made text).
 local function promote_due(c, now, limit)
   restore_throttled(c, now)
   local q = c.q
+  if redis.call('EXISTS', q.scheduled) == 0 then return 0 end
   local due = redis.call('ZRANGE', q.scheduled, '-inf', ms(now), 'BYSCORE', 'LIMIT', '0', decimal(limit), 'WITHSCORES')
   if #due == 0 then return 0 end
   local ids, moves = {}, {}
