@@ -80,17 +80,22 @@ local function settle(c)
   local q = c.q
   if c.told then on_ended(c) end
   if next(c.dirty) then
-    local sets, gone = {}, {}
+    -- Made with room for four fields (a call writes one to four): a table
+    -- grown one entry at a time is made anew at 1, 2, 4 and 8 entries,
+    -- about 5,000 instructions a claim. Its first n entries are the
+    -- fields and values to write.
+    local sets, gone, n = {false, false, false, false, false, false, false, false}, {}, 0
     for field in pairs(c.dirty) do
       local value = c.meta[field]
       if value == false then
         gone[#gone + 1] = field
       else
-        sets[#sets + 1] = field
-        sets[#sets + 1] = type(value) == 'number' and number_text(value) or value
+        sets[n + 1] = field
+        sets[n + 2] = type(value) == 'number' and number_text(value) or value
+        n = n + 2
       end
     end
-    if #sets > 0 then redis.call('HSET', q.meta, unpack(sets)) end
+    if n > 0 then redis.call('HSET', q.meta, unpack(sets, 1, n)) end
     if #gone > 0 then redis.call('HDEL', q.meta, unpack(gone)) end
   end
   if c.aging then redis.call('ZADD', q.aging, unpack(c.aging)) end
