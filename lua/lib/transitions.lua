@@ -80,10 +80,11 @@ local function settle(c)
   local q = c.q
   if c.told then on_ended(c) end
   if next(c.dirty) then
-    -- Made with room for four fields (a call writes one to four): a table
-    -- grown one entry at a time is made anew at 1, 2, 4 and 8 entries,
-    -- about 5,000 instructions a claim. Its first n entries are the
-    -- fields and values to write.
+    -- Made with room for four fields (most calls write one to four; an
+    -- enqueue into many classes writes more, and the list grows past
+    -- them): a table grown one entry at a time is made anew at 1, 2, 4
+    -- and 8 entries, about 5,000 instructions a claim. Its first n
+    -- entries are the fields and values to write.
     local sets, gone, n = {false, false, false, false, false, false, false, false}, {}, 0
     for field in pairs(c.dirty) do
       local value = c.meta[field]
