@@ -68,7 +68,7 @@ pub async fn run(broker: Arc<Broker>, grace: Duration, shutdown: CancellationTok
     let pusher = Arc::new(Pusher {
         broker,
         http,
-        instance: format!("push-{}", crate::queue::store::record::new_id()),
+        instance: format!("push-{}", crate::queue::store::record::new_token()),
         takes: AtomicU64::new(0),
     });
     let mut serving: HashMap<String, CancellationToken> = HashMap::new();

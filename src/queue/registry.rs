@@ -16,7 +16,7 @@ use super::error::{QueueError, Result};
 use super::store::Call;
 use super::store::keys::{self, Key};
 use super::store::library::{Function, LIBRARY};
-use super::store::record::new_id;
+use super::store::record::new_token;
 
 /// How often a registration whose listing a deletion took away tries again.
 const LISTING_TRIES: usize = 5;
@@ -36,7 +36,7 @@ impl Broker {
         // A registration racing this one joins it: both list the queue and
         // confirm the same listing.
         for _ in 0..LISTING_TRIES {
-            let token = new_id();
+            let token = new_token();
             let begun = try_join_all(shards.shards.iter().map(|shard| {
                 let mut cmd = LIBRARY.call(Function::Listing, &shard.keys);
                 cmd.arg("begin").arg(&token);

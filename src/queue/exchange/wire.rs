@@ -17,7 +17,7 @@ use crate::queue::error::{Bound, QueueError, Result};
 use crate::queue::job::{self, Backoff, Dependencies, Job, JobState, Lease};
 use crate::queue::store::keys::QueueKeys;
 use crate::queue::store::library::{Function, LIBRARY};
-use crate::queue::store::record::new_id;
+use crate::queue::store::record::new_token;
 
 /// Due scheduled jobs a claim promotes before it takes its own.
 pub(crate) const CLAIM_PROMOTE_BATCH: u32 = 100;
@@ -165,7 +165,7 @@ pub fn exchange_command(
     let mut cmd = LIBRARY.call(function, keys).cmd;
     cmd.arg(CLAIM_PROMOTE_BATCH)
         .arg(floor_ppm)
-        .arg(new_id())
+        .arg(new_token())
         .arg(route.shards);
     cmd.arg(acks.len());
     for ack in acks {
