@@ -234,13 +234,24 @@ impl JobView {
     }
 }
 
-/// RFC 3339 UTC with milliseconds, e.g. `2026-11-29T23:58:12.345Z`.
+/// RFC 3339 UTC with milliseconds, e.g. `2026-11-29T23:58:12.345Z`;
+/// empty out of jiff's range (years -9999 to 9999).
 pub fn timestamp(unix_ms: i64) -> String {
-    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(FORMAT).ok())
+    jiff::Timestamp::from_millisecond(unix_ms)
+        .map(|at| format!("{at:.3}"))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(1_764_460_000_123), "2025-11-29T23:46:40.123Z");
+        assert_eq!(timestamp(1_764_460_000_007), "2025-11-29T23:46:40.007Z");
+        assert_eq!(timestamp(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(timestamp(i64::MAX), "");
+    }
 }
