@@ -12,7 +12,7 @@ use tracing::Instrument;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, OptionalJsonBody, optional_objects};
+use super::extract::{ApiPath, JsonBody, OptionalJsonBody, optional_objects};
 use super::jobs::view::JobView;
 use super::leases::{AckEntry, AckResult, LEASE_MS, MAX_ACKS, ack_results, check_ack_entries};
 use super::params::{QueuePath, is_job_id};
@@ -97,7 +97,7 @@ pub async fn claim(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     OptionalJsonBody(request): OptionalJsonBody<ClaimRequest>,
-) -> Result<(Extension<AskedToWait>, axum::Json<ClaimResponse>)> {
+) -> Result<(Extension<AskedToWait>, JsonBody<ClaimResponse>)> {
     let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
     if !LEASE_MS.contains(&lease_ms) {
         return Err(ApiError::validation("lease_ms", "must be 100 to 43200000"));
@@ -153,7 +153,7 @@ pub async fn claim(
         .await?;
     let received = (claimed.jobs.iter()).map(|job| (job.id.as_str(), job.trace.as_ref()));
     otel::link_jobs(&receive, received);
-    let answer = axum::Json(ClaimResponse {
+    let answer = JsonBody(ClaimResponse {
         jobs: claimed
             .jobs
             .into_iter()

@@ -9,7 +9,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, ApiQuery, OptionalJsonBody};
+use super::extract::{ApiPath, ApiQuery, JsonBody, OptionalJsonBody};
 use super::jobs::view::JobView;
 use super::params::{JobPath, QueuePath, parse_cursor};
 
@@ -54,7 +54,7 @@ pub async fn dead_jobs(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     ApiQuery(query): ApiQuery<DeadJobsQuery>,
-) -> Result<axum::Json<DeadJobsPage>> {
+) -> Result<JsonBody<DeadJobsPage>> {
     let limit = query.limit.unwrap_or(50);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
@@ -65,7 +65,7 @@ pub async fn dead_jobs(
         .broker
         .dead_jobs(queue, limit, cursor.as_ref())
         .await?;
-    Ok(axum::Json(DeadJobsPage {
+    Ok(JsonBody(DeadJobsPage {
         jobs: page
             .jobs
             .into_iter()
@@ -102,14 +102,14 @@ pub async fn requeue(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
     OptionalJsonBody(request): OptionalJsonBody<RequeueRequest>,
-) -> Result<axum::Json<JobView>> {
+) -> Result<JsonBody<JobView>> {
     let queue = path.queue.as_str();
     let job = state
         .broker
         .requeue(queue, path.id.as_str(), request.priority)
         .await
         .map_err(not_dead)?;
-    Ok(axum::Json(JobView::new(queue, job)))
+    Ok(JsonBody(JobView::new(queue, job)))
 }
 
 /// Delete a dead job.

@@ -1,6 +1,7 @@
 //! The extractors of request parts whose rejections answer as problems:
 //! JSON bodies (malformed JSON 400, a wrong field 422 naming it, not JSON
-//! 415, too large 413), path segments and query strings (400).
+//! 415, too large 413), path segments and query strings (400); and JSON
+//! answers.
 
 use std::marker::PhantomData;
 
@@ -8,10 +9,11 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::error::{ApiError, Result};
 
@@ -28,6 +30,33 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         }
         let body = body_bytes(request, state).await?;
         parse_json(&body).map(Self)
+    }
+}
+
+/// First room of an answer's buffer: one job's view fits.
+const ANSWER_CAPACITY: usize = 1024;
+
+/// A JSON answer, written into a `Vec`: serde_json's many small writes (a
+/// job's view is some sixty strings) cost a third of what they cost
+/// through axum's `Json`, which writes them into a `BytesMut` grown from
+/// 128 bytes.
+impl<T: Serialize> IntoResponse for JsonBody<T> {
+    fn into_response(self) -> Response {
+        let mut body = Vec::with_capacity(ANSWER_CAPACITY);
+        match serde_json::to_writer(&mut body, &self.0) {
+            Ok(()) => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response(),
+            Err(error) => {
+                tracing::error!(%error, "an answer could not be written as JSON");
+                ApiError::Internal.into_response()
+            }
+        }
     }
 }
 

@@ -169,7 +169,7 @@ pub async fn ack_many(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     JsonBody(request): JsonBody<AckManyRequest>,
-) -> Result<axum::Json<AckManyResponse>> {
+) -> Result<JsonBody<AckManyResponse>> {
     if !(1..=MAX_ACKS).contains(&request.jobs.len()) {
         return Err(ApiError::validation("jobs", "must hold 1 to 1000 entries"));
     }
@@ -181,7 +181,7 @@ pub async fn ack_many(
         .ack(path.queue.as_str(), acks)
         .instrument(span)
         .await?;
-    Ok(axum::Json(AckManyResponse {
+    Ok(JsonBody(AckManyResponse {
         results: ack_results(ids, outcomes),
     }))
 }
@@ -256,7 +256,7 @@ pub async fn extend(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
     JsonBody(request): JsonBody<ExtendRequest>,
-) -> Result<axum::Json<JobView>> {
+) -> Result<JsonBody<JobView>> {
     check_token("lease_token", &request.lease_token)?;
     let lease_ms = request.lease_ms.unwrap_or(state.config.default_lease_ms);
     if !LEASE_MS.contains(&lease_ms) {
@@ -280,7 +280,7 @@ pub async fn extend(
             request.progress.as_deref(),
         )
         .await?;
-    Ok(axum::Json(JobView::new(queue, job)))
+    Ok(JsonBody(JobView::new(queue, job)))
 }
 
 /// Give a job back without success.
@@ -323,7 +323,7 @@ pub async fn nack(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
     JsonBody(request): JsonBody<NackRequest>,
-) -> Result<axum::Json<JobView>> {
+) -> Result<JsonBody<JobView>> {
     check_token("lease_token", &request.lease_token)?;
     if let Some(delay_ms) = request.delay_ms {
         check_delay("delay_ms", delay_ms)?;
@@ -349,5 +349,5 @@ pub async fn nack(
         .nack(queue, path.id.as_str(), &request.lease_token, &nack)
         .instrument(span)
         .await?;
-    Ok(axum::Json(JobView::new(queue, job)))
+    Ok(JsonBody(JobView::new(queue, job)))
 }

@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::extract::JsonBody;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -44,8 +45,8 @@ impl Status {
 /// Liveness: 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process runs", body = Status)))]
-pub async fn healthz() -> axum::Json<Status> {
-    axum::Json(Status::of("ok"))
+pub async fn healthz() -> JsonBody<Status> {
+    JsonBody(Status::of("ok"))
 }
 
 /// Readiness: 200 when Redis answers, else 503; 503 too once the instance
@@ -55,11 +56,11 @@ pub async fn healthz() -> axum::Json<Status> {
         (status = 200, description = "Redis answers", body = Status),
         (status = 503, description = "Redis does not answer", body = Status),
     ))]
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Status>) {
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, JsonBody<Status>) {
     if state.shutdown.is_cancelled() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(Status::of("stopping")),
+            JsonBody(Status::of("stopping")),
         );
     }
     match state.broker.ping().await {
@@ -67,7 +68,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<St
             let warnings = state.broker.memory_warning().await.into_iter().collect();
             (
                 StatusCode::OK,
-                axum::Json(Status {
+                JsonBody(Status {
                     status: "ok",
                     warnings,
                 }),
@@ -77,7 +78,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<St
             tracing::warn!(error = %anyhow::Error::from(error), "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(Status::of("unavailable")),
+                JsonBody(Status::of("unavailable")),
             )
         }
     }
@@ -118,6 +119,6 @@ pub async fn metrics(
 /// The OpenAPI document of this API.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
-pub async fn openapi() -> axum::Json<&'static utoipa::openapi::OpenApi> {
-    axum::Json(&super::openapi::DOCUMENT)
+pub async fn openapi() -> JsonBody<&'static utoipa::openapi::OpenApi> {
+    JsonBody(&super::openapi::DOCUMENT)
 }

@@ -185,9 +185,9 @@ fn check_url(url: &str) -> Result<String> {
 pub async fn push(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-) -> Result<axum::Json<PushView>> {
+) -> Result<JsonBody<PushView>> {
     match state.broker.push(path.queue.as_str()).await? {
-        Some(push) => Ok(axum::Json(PushView::new(push, false))),
+        Some(push) => Ok(JsonBody(PushView::new(push, false))),
         None => Err(no_target()),
     }
 }
@@ -218,7 +218,7 @@ pub async fn put_push(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     JsonBody(request): JsonBody<PushRequest>,
-) -> Result<(StatusCode, axum::Json<PushView>)> {
+) -> Result<(StatusCode, JsonBody<PushView>)> {
     let queue = path.queue.as_str();
     let mut target = request.into_target()?;
     // No secret named: the current one is kept, a new target gets one.
@@ -238,7 +238,7 @@ pub async fn put_push(
     } else {
         StatusCode::OK
     };
-    Ok((status, axum::Json(PushView::new(push, true))))
+    Ok((status, JsonBody(PushView::new(push, true))))
 }
 
 /// Delete a queue's push target.

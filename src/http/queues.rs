@@ -9,7 +9,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiPath, ApiQuery, JsonBody};
 use super::params::{QueuePath, parse_cursor};
 use super::push::PushView;
 use crate::queue::{PushState, QueueStats};
@@ -114,10 +114,10 @@ pub struct QueueList {
 pub async fn queue(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
-) -> Result<axum::Json<QueueView>> {
+) -> Result<JsonBody<QueueView>> {
     let queue = path.queue.as_str();
     let (stats, push) = tokio::try_join!(state.broker.stats(queue), state.broker.push(queue))?;
-    Ok(axum::Json(QueueView::new(queue.to_owned(), stats, push)))
+    Ok(JsonBody(QueueView::new(queue.to_owned(), stats, push)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -168,14 +168,14 @@ pub async fn delete_queue(
         (status = 200, description = "Every queue's counts", body = QueueList),
     )
 )]
-pub async fn queues(State(state): State<AppState>) -> Result<axum::Json<QueueList>> {
+pub async fn queues(State(state): State<AppState>) -> Result<JsonBody<QueueList>> {
     let names = state.broker.queues().await?;
     let views =
         try_join_all(names.iter().map(|name| async {
             tokio::try_join!(state.broker.stats(name), state.broker.push(name))
         }))
         .await?;
-    Ok(axum::Json(QueueList {
+    Ok(JsonBody(QueueList {
         queues: names
             .into_iter()
             .zip(views)
@@ -227,7 +227,7 @@ pub async fn groups(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     ApiQuery(query): ApiQuery<GroupsQuery>,
-) -> Result<axum::Json<GroupsPage>> {
+) -> Result<JsonBody<GroupsPage>> {
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::InvalidRequest("`limit` must be 1 to 1000".into()));
@@ -237,7 +237,7 @@ pub async fn groups(
         .broker
         .groups(path.queue.as_str(), limit, cursor.as_ref())
         .await?;
-    Ok(axum::Json(GroupsPage {
+    Ok(JsonBody(GroupsPage {
         groups: page
             .groups
             .into_iter()
@@ -290,13 +290,13 @@ pub async fn scale(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     ApiQuery(query): ApiQuery<ScaleQuery>,
-) -> Result<axum::Json<ScaleView>> {
+) -> Result<JsonBody<ScaleView>> {
     let per_worker = query.per_worker.unwrap_or(1);
     if !(1..=100_000).contains(&per_worker) {
         return Err(ApiError::validation("per_worker", "must be 1 to 100000"));
     }
     let stats = state.broker.stats(path.queue.as_str()).await?;
-    Ok(axum::Json(ScaleView {
+    Ok(JsonBody(ScaleView {
         pending: stats.pending,
         processing: stats.processing,
         oldest_pending_age_ms: stats

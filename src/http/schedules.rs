@@ -207,7 +207,7 @@ pub async fn schedules(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     ApiQuery(query): ApiQuery<SchedulesQuery>,
-) -> Result<axum::Json<ScheduleList>> {
+) -> Result<JsonBody<ScheduleList>> {
     let queue = path.queue.as_str();
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -226,7 +226,7 @@ pub async fn schedules(
         .broker
         .schedules(queue, limit, after.as_ref().map(ScheduleName::as_str))
         .await?;
-    Ok(axum::Json(ScheduleList {
+    Ok(JsonBody(ScheduleList {
         schedules: schedules
             .into_iter()
             .map(|s| ScheduleView::new(queue, s))
@@ -244,14 +244,14 @@ pub async fn schedules(
 pub async fn schedule(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<SchedulePath>,
-) -> Result<axum::Json<ScheduleView>> {
+) -> Result<JsonBody<ScheduleView>> {
     let queue = path.queue.as_str();
     let schedule = state
         .broker
         .schedule(queue, path.name.as_str())
         .await
         .map_err(schedule_error)?;
-    Ok(axum::Json(ScheduleView::new(queue, schedule)))
+    Ok(JsonBody(ScheduleView::new(queue, schedule)))
 }
 
 /// Create or replace a schedule.
@@ -272,7 +272,7 @@ pub async fn put_schedule(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<SchedulePath>,
     JsonBody(request): JsonBody<ScheduleRequest>,
-) -> Result<(StatusCode, axum::Json<ScheduleView>)> {
+) -> Result<(StatusCode, JsonBody<ScheduleView>)> {
     let queue = path.queue.as_str();
     let (spec, cron) = request.into_spec(state.config.max_attempts)?;
     let (schedule, created) = state
@@ -284,7 +284,7 @@ pub async fn put_schedule(
     } else {
         StatusCode::OK
     };
-    Ok((status, axum::Json(ScheduleView::new(queue, schedule))))
+    Ok((status, JsonBody(ScheduleView::new(queue, schedule))))
 }
 
 /// Delete a schedule; the jobs it made stay.
@@ -314,7 +314,7 @@ pub async fn delete_schedule(
 pub async fn pause_schedule(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<SchedulePath>,
-) -> Result<axum::Json<ScheduleView>> {
+) -> Result<JsonBody<ScheduleView>> {
     set_paused(&state, &path, true).await
 }
 
@@ -328,7 +328,7 @@ pub async fn pause_schedule(
 pub async fn resume_schedule(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<SchedulePath>,
-) -> Result<axum::Json<ScheduleView>> {
+) -> Result<JsonBody<ScheduleView>> {
     set_paused(&state, &path, false).await
 }
 
@@ -336,7 +336,7 @@ async fn set_paused(
     state: &AppState,
     path: &SchedulePath,
     paused: bool,
-) -> Result<axum::Json<ScheduleView>> {
+) -> Result<JsonBody<ScheduleView>> {
     let (queue, name) = (path.queue.as_str(), path.name.as_str());
     let mut spec = state
         .broker
@@ -348,5 +348,5 @@ async fn set_paused(
     let cron = Cron::parse(&spec.cron, &spec.timezone)
         .map_err(|error| ApiError::from(QueueError::Unknown(error.into())))?;
     let (schedule, _) = state.broker.put_schedule(queue, name, spec, &cron).await?;
-    Ok(axum::Json(ScheduleView::new(queue, schedule)))
+    Ok(JsonBody(ScheduleView::new(queue, schedule)))
 }

@@ -55,7 +55,7 @@ impl From<Settings> for SettingsView {
 
 impl axum::response::IntoResponse for SettingsView {
     fn into_response(self) -> axum::response::Response {
-        axum::Json(self).into_response()
+        JsonBody(self).into_response()
     }
 }
 

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use super::view::timestamp;
 use crate::http::AppState;
 use crate::http::error::Result;
-use crate::http::extract::ApiPath;
+use crate::http::extract::{ApiPath, JsonBody};
 use crate::http::params::JobPath;
 use crate::queue::Event;
 
@@ -83,12 +83,12 @@ impl From<Event> for EventView {
 pub async fn history(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
-) -> Result<axum::Json<HistoryView>> {
+) -> Result<JsonBody<HistoryView>> {
     let events = state
         .broker
         .history(path.queue.as_str(), path.id.as_str())
         .await?;
-    Ok(axum::Json(HistoryView {
+    Ok(JsonBody(HistoryView {
         id: path.id.as_str().to_owned(),
         events: events.into_iter().map(EventView::from).collect(),
     }))

@@ -94,11 +94,11 @@ pub async fn enqueue(
         Ok((
             StatusCode::CREATED,
             [(header::LOCATION, location)],
-            axum::Json(view),
+            JsonBody(view),
         )
             .into_response())
     } else {
-        Ok((StatusCode::OK, axum::Json(view)).into_response())
+        Ok((StatusCode::OK, JsonBody(view)).into_response())
     }
 }
 
@@ -123,7 +123,7 @@ pub async fn enqueue_batch(
     ApiPath(path): ApiPath<QueuePath>,
     headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueBatchRequest>,
-) -> Result<axum::Json<JobList>> {
+) -> Result<JsonBody<JobList>> {
     let queue = path.queue.as_str();
     let trace = TraceHeaders::from_headers(&headers);
     let jobs = request.into_new_jobs(queue, state.config.max_attempts, trace.as_ref())?;
@@ -133,7 +133,7 @@ pub async fn enqueue_batch(
         .into_iter()
         .map(|enqueued| JobView::enqueued(queue, enqueued))
         .collect();
-    Ok(axum::Json(JobList { jobs }))
+    Ok(JsonBody(JobList { jobs }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -162,7 +162,7 @@ pub async fn job(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
     ApiQuery(query): ApiQuery<JobQuery>,
-) -> Result<axum::Json<JobView>> {
+) -> Result<JsonBody<JobView>> {
     let (queue, id) = (path.queue.as_str(), path.id.as_str());
     let job = match query.wait_ms.unwrap_or(0) {
         0 => state.broker.job(queue, id).await?,
@@ -179,7 +179,7 @@ pub async fn job(
             ));
         }
     };
-    Ok(axum::Json(JobView::new(queue, job)))
+    Ok(JsonBody(JobView::new(queue, job)))
 }
 
 /// Delete a pending, scheduled, dead or completed job.
@@ -239,7 +239,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<JobPath>,
     OptionalJsonBody(request): OptionalJsonBody<CancelRequest>,
-) -> Result<axum::Json<JobView>> {
+) -> Result<JsonBody<JobView>> {
     if request
         .reason
         .as_ref()
@@ -259,5 +259,5 @@ pub async fn cancel(
             ApiError::Conflict(_) => ApiError::Conflict("the job is completed or dead".into()),
             other => other,
         })?;
-    Ok(axum::Json(JobView::new(queue, job)))
+    Ok(JsonBody(JobView::new(queue, job)))
 }

@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::view::JobView;
 use crate::http::AppState;
 use crate::http::error::{ApiError, Result};
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::extract::{ApiPath, ApiQuery, JsonBody};
 use crate::http::params::QueuePath;
 use crate::queue::{Search, SearchCursor};
 
@@ -136,11 +136,11 @@ pub async fn search(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<QueuePath>,
     ApiQuery(query): ApiQuery<SearchQuery>,
-) -> Result<axum::Json<SearchPageView>> {
+) -> Result<JsonBody<SearchPageView>> {
     let queue = path.queue.as_str();
     let (search, limit, cursor) = query.into_search()?;
     let page = state.broker.search(queue, &search, limit, cursor).await?;
-    Ok(axum::Json(SearchPageView {
+    Ok(JsonBody(SearchPageView {
         jobs: (page.jobs.into_iter())
             .map(|job| JobView::new(queue, job))
             .collect(),

@@ -117,3 +117,39 @@ async fn concurrent_enqueues_with_one_client_id_create_one_job() {
     assert_eq!(tasks.len(), 1, "every answer shows the one job: {tasks:?}");
     assert_eq!(app.stats("q").await["pending"], 1);
 }
+
+#[tokio::test]
+async fn answers_are_json_and_say_so() {
+    let app = spawn_app().await;
+    let body = json!({"jobs": [{"task": "t", "args": {"n": 1}}, {"task": "t", "args": [2]}]});
+    let enqueued = post_raw(
+        &app,
+        app.queue_url("q", "/jobs/batch"),
+        Some("application/json"),
+        body.to_string(),
+    )
+    .await;
+    let claimed = post_raw(
+        &app,
+        app.queue_url("q", "/claim"),
+        Some("application/json"),
+        json!({"max_jobs": 2}).to_string(),
+    )
+    .await;
+    let health = app.send(app.http.get(app.url("/healthz"))).await;
+    for answer in [&enqueued, &claimed, &health] {
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let content_type = answer
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok());
+        assert_eq!(content_type, Some("application/json"), "{answer:?}");
+    }
+    let args: Vec<&Value> = claimed.body["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| &job["args"])
+        .collect();
+    assert_eq!(args, [&json!({"n": 1}), &json!([2])]);
+}
