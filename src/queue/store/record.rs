@@ -191,10 +191,10 @@ fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
 /// A fresh server-made job id: 14 base62 characters, about 83 random bits.
 /// Redis keeps an id twice for each queued job (a field of `jobs`, a member
 /// of `pending`), and up to 14 characters it takes jemalloc's 16-byte class
-/// each time instead of the 32-byte one (32 B less a job, measured). Two ids only clash
-/// while both jobs are known to the queue: with 10 million known and a
-/// trillion made over the queue's life, the odds of any clash are about
-/// one in a million.
+/// each time instead of the 32-byte one (32 B less a job, measured). Two
+/// ids only clash while both jobs are known to the queue: with 10 million
+/// known and a trillion made over the queue's life, the odds of any clash
+/// are about one in a million.
 pub fn new_id() -> String {
     random_text(14)
 }
