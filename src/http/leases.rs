@@ -1,6 +1,8 @@
 //! What the holder of a lease does with it: ack, ack many, extend (the
 //! heartbeat, with progress), nack.
 
+use std::fmt;
+
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -51,7 +53,7 @@ pub struct AckRequest {
 }
 
 /// Checks an ack's result, named `field`.
-fn check_result(field: &str, result: Option<&RawValue>) -> Result<()> {
+fn check_result(field: impl fmt::Display, result: Option<&RawValue>) -> Result<()> {
     match result {
         Some(result) => check_json(
             field,
@@ -62,10 +64,10 @@ fn check_result(field: &str, result: Option<&RawValue>) -> Result<()> {
     }
 }
 
-fn check_token(field: &str, token: &str) -> Result<()> {
+fn check_token(field: impl fmt::Display, token: &str) -> Result<()> {
     if token.is_empty() || token.len() > MAX_TOKEN_CHARS {
         return Err(ApiError::validation(
-            field,
+            field.to_string(),
             "must be a lease token from a claim",
         ));
     }
@@ -198,8 +200,8 @@ pub(super) fn check_ack_entries(field: &str, entries: Vec<AckEntry>) -> Result<V
                     "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
                 ));
             }
-            check_token(&format!("{field}[{i}].lease_token"), &entry.lease_token)?;
-            check_result(&format!("{field}[{i}].result"), entry.result.as_deref())?;
+            check_token(format_args!("{field}[{i}].lease_token"), &entry.lease_token)?;
+            check_result(format_args!("{field}[{i}].result"), entry.result.as_deref())?;
             Ok(Ack {
                 id: entry.id,
                 lease_token: entry.lease_token,

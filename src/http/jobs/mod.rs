@@ -66,7 +66,7 @@ pub async fn enqueue(
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response> {
     let queue = path.queue.as_str();
-    let mut job = request.into_new_job("", queue, state.config.max_attempts)?;
+    let mut job = request.into_new_job(format_args!(""), queue, state.config.max_attempts)?;
     job.trace = TraceHeaders::from_headers(&headers);
     let span = otel::send_span(queue, job.trace.as_ref(), 1);
     let enqueued = state

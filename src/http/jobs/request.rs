@@ -2,6 +2,8 @@
 //! which a schedule's job shares; what the request becomes is a
 //! `NewJob`.
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -16,11 +18,12 @@ use crate::queue::{After, Expiry, JobOptions, MAX_RETAIN_MS, NewJob};
 const MAX_TASK_CHARS: usize = 200;
 pub(super) const MAX_DELAY_MS: u64 = 2_592_000_000;
 
-/// A delay (enqueue's or nack's) is at most 30 days.
-pub(crate) fn check_delay(field: &str, delay_ms: u64) -> Result<()> {
+/// A delay (enqueue's or nack's) is at most 30 days. `field` is written
+/// out only for an error (so are the other checks' names).
+pub(crate) fn check_delay(field: impl fmt::Display, delay_ms: u64) -> Result<()> {
     if delay_ms > MAX_DELAY_MS {
         return Err(ApiError::validation(
-            field,
+            field.to_string(),
             "must be at most 2592000000 (30 days)",
         ));
     }
@@ -32,15 +35,19 @@ const MAX_BATCH: usize = 1000;
 /// result, a progress report): JSON every client can read back (bounded
 /// nesting, no lone surrogates, numbers within range), and, with `max`, at
 /// most that many bytes as sent.
-pub(crate) fn check_json(field: &str, value: &RawValue, max: Option<(usize, &str)>) -> Result<()> {
+pub(crate) fn check_json(
+    field: impl fmt::Display,
+    value: &RawValue,
+    max: Option<(usize, &str)>,
+) -> Result<()> {
     if let Some((bytes, reason)) = max
         && value.get().len() > bytes
     {
-        return Err(ApiError::validation(field, reason));
+        return Err(ApiError::validation(field.to_string(), reason));
     }
     if let Err(error) = serde_json::from_str::<serde_json::Value>(value.get()) {
         return Err(ApiError::validation(
-            field,
+            field.to_string(),
             format!("must be JSON any client can read back: {error}"),
         ));
     }
@@ -150,7 +157,7 @@ impl EnqueueRequest {
     /// Checks the ranges serde cannot; `field` prefixes the field names.
     pub(super) fn into_new_job(
         self,
-        field: &str,
+        field: fmt::Arguments<'_>,
         queue: &str,
         default_max_attempts: u32,
     ) -> Result<NewJob> {
@@ -177,13 +184,13 @@ impl EnqueueRequest {
                 "must be 1 to 128 of A-Z a-z 0-9 _ . : -",
             ));
         }
-        check_delay(&format!("{field}delay_ms"), self.delay_ms)?;
+        check_delay(format_args!("{field}delay_ms"), self.delay_ms)?;
         let run_at_ms = self
             .run_at
             .as_deref()
             .map(|at| checked_run_at(field, at, self.delay_ms > 0 || self.after.is_some()))
             .transpose()?;
-        check_json(&format!("{field}args"), &self.args, None)?;
+        check_json(format_args!("{field}args"), &self.args, None)?;
         if self.retain_ms.is_some_and(|ms| ms > MAX_RETAIN_MS) {
             return Err(ApiError::validation(
                 format!("{field}retain_ms"),
@@ -258,7 +265,7 @@ impl EnqueueRequest {
 /// A `run_at` in ms since the epoch: an RFC 3339 time at most 30 days
 /// ahead of this instance's clock (Redis's may differ by seconds, not
 /// days), on an enqueue that sets no other start (`delayed`).
-fn checked_run_at(field: &str, at: &str, delayed: bool) -> Result<u64> {
+fn checked_run_at(field: fmt::Arguments<'_>, at: &str, delayed: bool) -> Result<u64> {
     let field = format!("{field}run_at");
     if delayed {
         return Err(ApiError::validation(field, "not with delay_ms or after"));
@@ -285,7 +292,11 @@ const MAX_AFTER: usize = 100;
 
 /// The refs of an `after` as `(queue, id)`, each once: `id` names a job of
 /// `queue`, `other/id` one of queue `other`.
-fn checked_refs(field: &str, queue: &str, refs: Vec<String>) -> Result<Vec<(String, String)>> {
+fn checked_refs(
+    field: fmt::Arguments<'_>,
+    queue: &str,
+    refs: Vec<String>,
+) -> Result<Vec<(String, String)>> {
     if !(1..=MAX_AFTER).contains(&refs.len()) {
         return Err(ApiError::validation(
             format!("{field}after"),
@@ -339,7 +350,7 @@ pub(crate) fn scheduled_job(
         on_dependency_failure: None,
         backoff: None,
     }
-    .into_new_job("", "", default_max_attempts)
+    .into_new_job(format_args!(""), "", default_max_attempts)
 }
 
 /// Many jobs to add at once.
@@ -369,7 +380,7 @@ impl EnqueueBatchRequest {
             .enumerate()
             .map(|(i, job)| {
                 let mut job =
-                    job.into_new_job(&format!("jobs[{i}]."), queue, default_max_attempts)?;
+                    job.into_new_job(format_args!("jobs[{i}]."), queue, default_max_attempts)?;
                 job.trace = trace.cloned();
                 Ok(job)
             })

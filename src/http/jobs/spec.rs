@@ -1,6 +1,8 @@
 //! The enqueue's options that are objects of their own (a dedup key, a
 //! backoff), and their checks.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -45,7 +47,7 @@ pub enum DedupMode {
 }
 
 impl DedupRequest {
-    pub(super) fn checked(self, field: &str) -> Result<Dedup> {
+    pub(super) fn checked(self, field: fmt::Arguments<'_>) -> Result<Dedup> {
         if !is_job_id(&self.key) {
             return Err(ApiError::validation(
                 format!("{field}dedup.key"),
@@ -91,7 +93,7 @@ pub enum BackoffKind {
 }
 
 impl BackoffSpec {
-    pub(super) fn checked(self, field: &str) -> Result<Backoff> {
+    pub(super) fn checked(self, field: fmt::Arguments<'_>) -> Result<Backoff> {
         if !(1..=MAX_DELAY_MS).contains(&self.delay_ms) {
             return Err(ApiError::validation(
                 format!("{field}backoff.delay_ms"),

@@ -98,6 +98,15 @@ async fn batch_with_one_invalid_job_is_rejected_whole_naming_its_index() {
             .await;
         assert_invalid_field(&answer, field);
     }
+    // Args no JSON reader takes back (serde_json's `json!` cannot build them).
+    let answer = post_raw(
+        &app,
+        app.queue_url("q", "/jobs/batch"),
+        Some("application/json"),
+        r#"{"jobs": [{"task": "ok"}, {"task": "ok"}, {"task": "t", "args": [-1e400]}]}"#,
+    )
+    .await;
+    assert_invalid_field(&answer, "jobs[2].args");
     // A job without a task: the field names the index.
     let answer = app
         .post(
