@@ -604,7 +604,7 @@ function renderSchedules(queue, schedules) {
   $('schedules').tBodies[0].replaceChildren(...schedules.map((schedule) => {
     const row = document.createElement('tr');
     row.dataset.schedule = schedule.name;
-    const next = cell('Next run', schedule.paused ? 'paused' : relative(schedule.next_run_at), schedule.paused ? 'warn' : '');
+    const next = cell('Next run', schedule.paused ? 'paused' : upcoming(schedule.next_run_at), schedule.paused ? 'warn' : '');
     next.title = schedule.next_run_at ?? '';
     next.dataset.field = 'next_run_at';
     const last = cell('Last run', schedule.last_run_at ? relative(schedule.last_run_at) : 'never');
@@ -639,7 +639,7 @@ async function onScheduleAction(event) {
     const schedule = await api('POST', `${queuePath(queue)}/schedules/${encodeURIComponent(id)}/${action}`);
     notice(action === 'pause'
       ? `Paused schedule ${id}: it fires nothing until resumed.`
-      : `Resumed schedule ${id}: it fires next ${relative(schedule.next_run_at)}.`);
+      : `Resumed schedule ${id}: it fires next ${upcoming(schedule.next_run_at)}.`);
   } catch (error) {
     const { title, detail } = describe(error);
     notice(`${action === 'pause' ? 'Pause' : 'Resume'} of schedule ${id} failed. ${title}: ${detail}`, 'error');
@@ -994,6 +994,14 @@ function relative(iso) {
   if (!iso) return '';
   const ms = Date.now() - Date.parse(iso);
   return ms >= 0 ? `${duration(ms)} ago` : `in ${duration(-ms)}`;
+}
+
+// When something due happens next: "in 3 s", or "now" once its time has
+// come (a schedule whose second just began fires as the page reads it).
+function upcoming(iso) {
+  if (!iso) return '';
+  const ms = Date.parse(iso) - Date.now();
+  return ms > 0 ? `in ${duration(ms)}` : 'now';
 }
 
 // ---- start ---------------------------------------------------------------
