@@ -42,22 +42,57 @@ async fn private_app() -> (RedisServer, TestApp) {
     (server, app)
 }
 
-/// The instance's `prioq_requests_waiting` for `queue`, or 0 when the
-/// scrape does not answer soon. A scrape reads the queues' depths from
-/// Redis, and a read that the round-robin puts on the connection of the
-/// held call waits behind it until Redis resumes; the next scrape's reads
-/// go by other connections.
-async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
+/// The instance's metric `name` for `queue` (a lane's gauge or counter:
+/// `prioq_requests_waiting`, the requests queued for its next call;
+/// `prioq_batched_calls_total`, its calls sent so far, each counted as it
+/// goes), or 0 when the scrape does not answer soon. A scrape reads the
+/// queues' depths from Redis, and a read that the round-robin puts on the
+/// connection of the held call waits behind it until Redis resumes; the
+/// next scrape's reads go by other connections.
+async fn lane_metric(app: &TestApp, name: &str, queue: &str) -> f64 {
     let Ok(text) = tokio::time::timeout(Duration::from_millis(500), app.metrics()).await else {
         return 0.0;
     };
-    let label = format!("queue=\"{queue}\"");
+    let (series, label) = (format!("{name}{{"), format!("queue=\"{queue}\""));
     text.lines()
-        .filter(|line| line.starts_with("prioq_requests_waiting{"))
+        .filter(|line| line.starts_with(series.as_str()))
         .find(|line| line.contains(label.as_str()))
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
         .unwrap_or(0.0)
+}
+
+async fn requests_waiting(app: &TestApp, queue: &str) -> f64 {
+    lane_metric(app, "prioq_requests_waiting", queue).await
+}
+
+async fn batched_calls(app: &TestApp, queue: &str) -> f64 {
+    lane_metric(app, "prioq_batched_calls_total", queue).await
+}
+
+/// Waits until `queued` requests wait in `queue`'s lane, then lets Redis
+/// go on.
+async fn resume_once_queued(
+    app: &TestApp,
+    conn: &redis::aio::MultiplexedConnection,
+    queue: &str,
+    queued: usize,
+) {
+    until(
+        Duration::from_secs(10),
+        "the requests queue in the lane",
+        || async { requests_waiting(app, queue).await >= queued as f64 },
+    )
+    .await;
+    unpause(conn).await;
+}
+
+async fn unpause(conn: &redis::aio::MultiplexedConnection) {
+    redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async::<()>(&mut conn.clone())
+        .await
+        .expect("CLIENT UNPAUSE");
 }
 
 fn text(value: &Value) -> String {
@@ -91,19 +126,7 @@ async fn held_then_queued(
     .await;
     let queued = rest.len();
     let others = futures_util::future::join_all(rest.into_iter().map(send));
-    let resume = async {
-        until(
-            Duration::from_secs(10),
-            "the others queue behind it",
-            || async { requests_waiting(app, queue).await >= queued as f64 },
-        )
-        .await;
-        redis::cmd("CLIENT")
-            .arg("UNPAUSE")
-            .query_async::<()>(&mut conn.clone())
-            .await
-            .expect("CLIENT UNPAUSE");
-    };
+    let resume = resume_once_queued(app, &conn, queue, queued);
     let (others, ()) = tokio::join!(others, resume);
     let held = held.await.expect("joins").expect("answered");
     let status = held.status();
@@ -353,4 +376,177 @@ async fn concurrent_acks_enqueues_and_claims_go_in_one_call_each_answered_on_its
         };
         assert_eq!(now.status, expected, "job {n}: {now:?}");
     }
+}
+
+/// A batch enqueue of 100 jobs, `name-0` to `name-99`.
+fn batch(name: &str) -> Value {
+    let jobs: Vec<Value> = (0..100)
+        .map(|n| json!({"task": "t", "id": format!("{name}-{n}")}))
+        .collect();
+    json!({"jobs": jobs})
+}
+
+/// With Redis's writes paused, sends a one-job enqueue (id `first`) and
+/// waits until Redis holds its call; then sends the two requests `behind`
+/// (url, body), 200 jobs or claims in all, a second call's worth, and
+/// waits until they go in a second call while the first is still held;
+/// then runs `then`, which must let Redis go on. Answers the held
+/// enqueue's answer, the two requests' and `then`'s output.
+async fn beside_a_held_call<T>(
+    server: &RedisServer,
+    app: &TestApp,
+    behind: [(String, Value); 2],
+    then: impl Future<Output = T>,
+) -> (crate::support::Answer, [crate::support::Answer; 2], T) {
+    let mut conn = redis_connection(&server.url()).await;
+    let sent_before = batched_calls(app, "q").await;
+    pause_clients(&mut conn, 15_000, "WRITE").await;
+    let held = app.post(
+        app.queue_url("q", "/jobs"),
+        json!({"task": "t", "id": "first"}),
+    );
+    let rest = async {
+        until(
+            Duration::from_secs(10),
+            "Redis holds the first call",
+            || async { blocked_clients(&server.url()).await >= 1 },
+        )
+        .await;
+        let [(url_a, a), (url_b, b)] = behind;
+        let both = futures_util::future::join(app.post(url_a, a), app.post(url_b, b));
+        let after = async {
+            until(
+                Duration::from_secs(10),
+                "the two go in a second call while the first is held",
+                || async { batched_calls(app, "q").await >= sent_before + 2.0 },
+            )
+            .await;
+            then.await
+        };
+        tokio::join!(both, after)
+    };
+    let (held, ((a, b), out)) = tokio::join!(held, rest);
+    (held, [a, b], out)
+}
+
+/// The ids of a batch enqueue's answer, in its order.
+fn answered_ids(answer: &crate::support::Answer) -> Vec<String> {
+    answer.body["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| text(&job["id"]))
+        .collect()
+}
+
+fn batch_ids(name: &str) -> Vec<String> {
+    (0..100).map(|n| format!("{name}-{n}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batches_waiting_behind_a_held_call_go_in_a_second_call_beside_it() {
+    let (server, app) = private_app().await;
+    app.enqueue("q", json!({"task": "warm"})).await;
+    let conn = redis_connection(&server.url()).await;
+    let calls_before = script_calls(&mut conn.clone()).await;
+    let url = app.queue_url("q", "/jobs/batch");
+    let behind = [(url.clone(), batch("a")), (url, batch("b"))];
+    // Two calls are in flight: one-job enqueues sent now wait for one of
+    // them to return.
+    let singles = async {
+        let singles = futures_util::future::join_all((0..3).map(|n| {
+            app.post(
+                app.queue_url("q", "/jobs"),
+                json!({"task": "t", "id": format!("single-{n}")}),
+            )
+        }));
+        let resume = resume_once_queued(&app, &conn, "q", 3);
+        tokio::join!(singles, resume).0
+    };
+    let (held, batches, singles) = beside_a_held_call(&server, &app, behind, singles).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{held:?}");
+    for (name, answer) in ["a", "b"].into_iter().zip(&batches) {
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_eq!(answered_ids(answer), batch_ids(name));
+    }
+    for answer in &singles {
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    }
+    let calls = script_calls(&mut conn.clone()).await - calls_before;
+    assert_eq!(
+        calls, 3,
+        "the held call, the batches' beside it, the singles'"
+    );
+    assert_eq!(app.stats("q").await["pending"], 205);
+    // Each batch's jobs are handed out in its order.
+    let mut claimed = Vec::new();
+    while claimed.len() < 205 {
+        let jobs = app.claim("q", json!({"max_jobs": 100})).await;
+        assert!(!jobs.is_empty(), "205 jobs wait");
+        claimed.extend(jobs.iter().map(|job| text(&job["id"])));
+    }
+    for name in ["a", "b"] {
+        let order: Vec<String> = claimed
+            .iter()
+            .filter(|id| id.starts_with(&format!("{name}-")))
+            .cloned()
+            .collect();
+        assert_eq!(order, batch_ids(name));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_calls_in_flight_cut_off_resend_the_enqueue_and_answer_the_claims_503() {
+    let (server, app) = private_app().await;
+    let url = app.queue_url("q", "/jobs/batch");
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            app.post(url.clone(), batch(name)).await.status,
+            StatusCode::OK
+        );
+    }
+    let conn = redis_connection(&server.url()).await;
+    let claim = (
+        app.queue_url("q", "/claim"),
+        json!({"max_jobs": 100, "worker": "w"}),
+    );
+    // Both calls are held when Redis drops prioq's connections (this
+    // test's own is kept), then Redis goes on.
+    let cut = async {
+        let killed = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .query_async::<i64>(&mut conn.clone())
+            .await
+            .expect("CLIENT KILL");
+        unpause(&conn).await;
+        killed
+    };
+    let (held, claims, killed) =
+        beside_a_held_call(&server, &app, [claim.clone(), claim], cut).await;
+    assert!(
+        killed >= 2,
+        "the two calls' connections were cut ({killed})"
+    );
+    // An enqueue of an id fixed before sending is sent again on its own.
+    assert_eq!(held.status, StatusCode::CREATED, "{held:?}");
+    // A claim is not: it may have leased jobs.
+    for answer in &claims {
+        assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{answer:?}");
+        assert_eq!(answer.body["code"], "backend_unavailable", "{answer:?}");
+        assert_eq!(answer.body["effect"], "unknown", "{answer:?}");
+    }
+    // No job lost or made twice: 300 and `first`, waiting or leased.
+    let stats = app.stats("q").await;
+    let (pending, processing) = (&stats["pending"], &stats["processing"]);
+    assert_eq!(
+        pending.as_u64().expect("pending") + processing.as_u64().expect("processing"),
+        301,
+        "{stats}"
+    );
+    assert_eq!(
+        app.get(app.queue_url("q", "/jobs/first")).await.body["state"],
+        "pending"
+    );
 }

@@ -2,8 +2,11 @@
 //! while one call to Redis for the lane is in flight, requests that arrive
 //! queue up, and when it returns they all go together as the next call.
 //! There is no timer: a request that finds the lane idle goes at once, and
-//! batches grow with the load by themselves. Each request gets its own part
-//! of the reply; a call that fails fails only the requests it carried, each
+//! batches grow with the load by themselves. When what queued behind a call
+//! in flight reaches a batch's worth (`Batch::SECOND_CALL_ITEMS`), it goes
+//! at once as a second call beside the first, so that Redis is not left
+//! idle while prioq reads a big reply. Each request gets its own part of
+//! the reply; a call that fails fails only the requests it carried, each
 //! with the error it would have had alone.
 
 use std::collections::VecDeque;
@@ -32,6 +35,11 @@ pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
 
     /// Jobs or acks the entry carries, and about how many bytes.
     fn size(entry: &Self::Entry) -> (usize, usize);
+
+    /// Items (jobs or acks) waiting behind a call in flight from which
+    /// they go at once, in a second call beside it, rather than after it:
+    /// none by default (one call in flight at a time).
+    const SECOND_CALL_ITEMS: usize = usize::MAX;
 
     /// Runs the entries as one call: an outcome per entry, in order, or an
     /// error of the whole call.
@@ -73,6 +81,8 @@ pub(crate) struct Lane<B: Batch> {
 struct State<B: Batch> {
     /// A call of this lane is in flight, or about to be.
     busy: bool,
+    /// A second call, sent while the first was in flight, is in flight.
+    second: bool,
     next_ticket: u64,
     waiting: VecDeque<Waiter<B>>,
 }
@@ -80,6 +90,8 @@ struct State<B: Batch> {
 #[derive(Debug)]
 struct Waiter<B: Batch> {
     ticket: u64,
+    /// The entry's `size`, taken once.
+    size: (usize, usize),
     entry: B::Entry,
     reply: oneshot::Sender<Result<B::Reply>>,
 }
@@ -92,6 +104,7 @@ impl<B: Batch> Lane<B> {
             metrics,
             state: Mutex::new(State {
                 busy: false,
+                second: false,
                 next_ticket: 0,
                 waiting: VecDeque::new(),
             }),
@@ -115,10 +128,12 @@ impl<B: Batch> Lane<B> {
                 state.next_ticket += 1;
                 state.waiting.push_back(Waiter {
                     ticket,
+                    size: B::size(&entry),
                     entry,
                     reply,
                 });
                 self.metrics.waiting.increment(1.0);
+                self.send_second(&mut state);
                 Ok(ticket)
             } else {
                 // Nothing waits (the lane goes idle only when nothing
@@ -181,24 +196,61 @@ impl<B: Batch> Lane<B> {
         loop {
             let (entries, replies) = {
                 let mut state = self.state();
-                let before = state.waiting.len();
-                let taken = take_batch(&mut state.waiting);
-                self.metrics
-                    .waiting
-                    .decrement((before - state.waiting.len()) as f64);
-                if taken.is_empty() {
+                let taken = self.take(&mut state);
+                if taken.0.is_empty() {
                     state.busy = false;
                     return;
                 }
                 taken
-                    .into_iter()
-                    .map(|w| (w.entry, w.reply))
-                    .unzip::<_, _, Vec<_>, Vec<_>>()
             };
-            for (reply, outcome) in replies.into_iter().zip(self.send(&entries).await) {
-                let _ = reply.send(outcome);
-            }
+            self.answer(replies, &entries).await;
         }
+    }
+
+    /// Takes the waiting entries that fit one call, and their answers'
+    /// senders.
+    fn take(&self, state: &mut State<B>) -> Batched<B> {
+        let before = state.waiting.len();
+        let taken = take_batch(&mut state.waiting);
+        self.metrics
+            .waiting
+            .decrement((before - state.waiting.len()) as f64);
+        taken.into_iter().map(|w| (w.entry, w.reply)).unzip()
+    }
+
+    /// Sends `entries` as one call and answers each.
+    async fn answer(&self, replies: Vec<oneshot::Sender<Result<B::Reply>>>, entries: &[B::Entry]) {
+        for (reply, outcome) in replies.into_iter().zip(self.send(entries).await) {
+            let _ = reply.send(outcome);
+        }
+    }
+
+    /// While a call is in flight, sends what waits behind it in a second
+    /// call from a task of its own, when it holds `SECOND_CALL_ITEMS`
+    /// items or more and no second call is in flight: Redis runs the
+    /// second while prioq reads the first's reply, rather than waiting
+    /// idle for the next call. The requests of two calls in flight are
+    /// concurrent (none was answered before another began): Redis may run
+    /// either call first, as it may any two concurrent requests.
+    fn send_second(self: &Arc<Self>, state: &mut State<B>) {
+        if state.second
+            || state.waiting.iter().map(|w| w.size.0).sum::<usize>() < B::SECOND_CALL_ITEMS
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (entries, replies) = self.take(state);
+        if entries.is_empty() {
+            return;
+        }
+        state.second = true;
+        let lane = Arc::clone(self);
+        runtime.spawn(async move {
+            lane.answer(replies, &entries).await;
+            lane.state().second = false;
+        });
     }
 
     /// One call: an outcome per entry, in order. When Redis did not serve
@@ -253,6 +305,12 @@ impl<B: Batch> Drop for Handoff<'_, B> {
     }
 }
 
+/// A call's entries and their answers' senders.
+type Batched<B> = (
+    Vec<<B as Batch>::Entry>,
+    Vec<oneshot::Sender<Result<<B as Batch>::Reply>>>,
+);
+
 /// Takes the waiting entries that fit one call, oldest first, dropping
 /// those whose request went away.
 fn take_batch<B: Batch>(waiting: &mut VecDeque<Waiter<B>>) -> Vec<Waiter<B>> {
@@ -263,7 +321,7 @@ fn take_batch<B: Batch>(waiting: &mut VecDeque<Waiter<B>>) -> Vec<Waiter<B>> {
             waiting.pop_front();
             continue;
         }
-        let (n, size) = B::size(&next.entry);
+        let (n, size) = next.size;
         let fits = items + n <= MAX_CALL_ITEMS && bytes + size <= MAX_CALL_BYTES;
         if !taken.is_empty() && !fits {
             break;

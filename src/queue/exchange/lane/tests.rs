@@ -5,16 +5,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 /// Doubles numbers; each call waits for a permit, so a test decides
-/// when calls return. Counts calls.
+/// when calls return. Counts calls. Sends a second call beside one in
+/// flight from `SECOND` items waiting (by default never).
 #[derive(Debug)]
-struct Doubler {
+struct Doubler<const SECOND: usize = { usize::MAX }> {
     gate: Arc<Semaphore>,
     calls: Arc<AtomicUsize>,
 }
 
-impl Batch for Doubler {
+impl<const SECOND: usize> Batch for Doubler<SECOND> {
     type Entry = i64;
     type Reply = i64;
+    const SECOND_CALL_ITEMS: usize = SECOND;
 
     fn size(_: &i64) -> (usize, usize) {
         (400, 8)
@@ -39,7 +41,7 @@ impl Batch for Doubler {
     }
 }
 
-fn lane() -> (Arc<Lane<Doubler>>, Arc<Semaphore>, Arc<AtomicUsize>) {
+fn lane<const SECOND: usize>() -> (Arc<Lane<Doubler<SECOND>>>, Arc<Semaphore>, Arc<AtomicUsize>) {
     let gate = Arc::new(Semaphore::new(0));
     let calls = Arc::new(AtomicUsize::new(0));
     let lane = Lane::new(
@@ -54,7 +56,10 @@ fn lane() -> (Arc<Lane<Doubler>>, Arc<Semaphore>, Arc<AtomicUsize>) {
 }
 
 /// Submits `n` from a task of its own.
-fn spawn_submit(lane: &Arc<Lane<Doubler>>, n: i64) -> tokio::task::JoinHandle<Result<i64>> {
+fn spawn_submit<const SECOND: usize>(
+    lane: &Arc<Lane<Doubler<SECOND>>>,
+    n: i64,
+) -> tokio::task::JoinHandle<Result<i64>> {
     let lane = Arc::clone(lane);
     tokio::spawn(async move { lane.submit(n).await })
 }
@@ -65,13 +70,13 @@ async fn until_calls(calls: &AtomicUsize, n: usize) {
     }
 }
 
-async fn until_waiting(lane: &Lane<Doubler>, n: usize) {
+async fn until_waiting<const SECOND: usize>(lane: &Lane<Doubler<SECOND>>, n: usize) {
     while lane.state().waiting.len() < n {
         tokio::task::yield_now().await;
     }
 }
 
-async fn until_idle(lane: &Lane<Doubler>) {
+async fn until_idle<const SECOND: usize>(lane: &Lane<Doubler<SECOND>>) {
     while lane.state().busy {
         tokio::task::yield_now().await;
     }
@@ -79,7 +84,7 @@ async fn until_idle(lane: &Lane<Doubler>) {
 
 #[tokio::test]
 async fn requests_arriving_during_a_call_go_together_in_the_next() {
-    let (lane, gate, calls) = lane();
+    let (lane, gate, calls) = lane::<{ usize::MAX }>();
     let first = spawn_submit(&lane, 1);
     until_calls(&calls, 1).await;
     // Each entry is 400 items: two fit a call, the third waits.
@@ -105,7 +110,7 @@ async fn requests_arriving_during_a_call_go_together_in_the_next() {
 
 #[tokio::test]
 async fn a_request_dropped_before_its_call_is_not_sent() {
-    let (lane, gate, calls) = lane();
+    let (lane, gate, calls) = lane::<{ usize::MAX }>();
     let first = spawn_submit(&lane, 1);
     until_calls(&calls, 1).await;
     let dropped = spawn_submit(&lane, 5);
@@ -124,7 +129,7 @@ async fn a_request_dropped_before_its_call_is_not_sent() {
 
 #[tokio::test]
 async fn a_request_that_found_the_lane_idle_and_went_away_hands_the_lane_on() {
-    let (lane, gate, calls) = lane();
+    let (lane, gate, calls) = lane::<{ usize::MAX }>();
     let leader = spawn_submit(&lane, 1);
     until_calls(&calls, 1).await;
     let behind = spawn_submit(&lane, 5);
@@ -145,7 +150,7 @@ async fn a_request_that_found_the_lane_idle_and_went_away_hands_the_lane_on() {
 
 #[tokio::test]
 async fn requests_waiting_behind_a_failed_call_are_refused_unsent() {
-    let (lane, gate, calls) = lane();
+    let (lane, gate, calls) = lane::<{ usize::MAX }>();
     let failing = spawn_submit(&lane, 0);
     until_calls(&calls, 1).await;
     let behind = spawn_submit(&lane, 5);
@@ -166,7 +171,7 @@ async fn requests_waiting_behind_a_failed_call_are_refused_unsent() {
 
 #[tokio::test(start_paused = true)]
 async fn a_request_that_times_out_unsent_reports_no_effect() {
-    let (lane, _gate, calls) = lane();
+    let (lane, _gate, calls) = lane::<{ usize::MAX }>();
     let first = spawn_submit(&lane, 1);
     until_calls(&calls, 1).await;
     // Two entries fill the next call; the third waits for the one after,
@@ -188,4 +193,37 @@ async fn a_request_that_times_out_unsent_reports_no_effect() {
         .await
         .expect("joins");
     assert!(matches!(last, Err(QueueError::Unavailable(_))), "{last:?}");
+}
+
+#[tokio::test]
+async fn a_second_call_goes_beside_the_first_once_a_batch_waits() {
+    // Each entry is 400 items; a second call goes from 800 waiting.
+    let (lane, gate, calls) = lane::<800>();
+    let first = spawn_submit(&lane, 1);
+    until_calls(&calls, 1).await;
+    let second = spawn_submit(&lane, 2);
+    until_waiting(&lane, 1).await;
+    // 400 items wait: they wait for the call in flight (decided under the
+    // lock that queued them).
+    assert!(!lane.state().second, "no second call for 400 items");
+    let third = spawn_submit(&lane, 3);
+    // 800 wait: they go together in a second call while the first is
+    // still held in Redis.
+    tokio::time::timeout(Duration::from_secs(10), until_calls(&calls, 2))
+        .await
+        .expect("a second call goes while the first is held");
+    assert!(lane.state().waiting.is_empty());
+    // Two calls are in flight: the next request waits for one of them.
+    let fourth = spawn_submit(&lane, 4);
+    until_waiting(&lane, 1).await;
+    gate.add_permits(3);
+    let outcomes = [first, second, third, fourth];
+    let mut doubled = Vec::new();
+    for handle in outcomes {
+        doubled.push(handle.await.expect("joins").expect("doubled"));
+    }
+    assert_eq!(doubled, [2, 4, 6, 8]);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    until_idle(&lane).await;
+    assert!(!lane.state().second);
 }
