@@ -32,23 +32,7 @@ fn enqueue(
     at: i64,
     outcome: Outcome,
 ) -> Op {
-    let call = Call::Enqueue {
-        id: id.into(),
-        priority,
-        group: Some(group.into()),
-        delay_ms: 0,
-        after: Vec::new(),
-        dedup: None,
-        replace: false,
-        expires_in_ms: None,
-        expires_at: None,
-        created: None,
-        answered: None,
-        replaced: false,
-        backoff: None,
-        run_at: None,
-        bytes: None,
-    };
+    let call = Call::plain_enqueue(id, priority, Some(group.into()), &Value::Null, None);
     op(n, queue, (at, at + 5), outcome, call)
 }
 

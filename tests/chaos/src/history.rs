@@ -235,6 +235,37 @@ pub struct Lease {
     pub fence: Option<u64>,
 }
 
+impl Call {
+    /// An enqueue of job `id` that waits for nothing and has no key,
+    /// expiry, backoff or start time, answered with the job view `view`
+    /// (`Null` when unanswered), counting `bytes` against the queue's bound.
+    pub fn plain_enqueue(
+        id: &str,
+        priority: u8,
+        group: Option<String>,
+        view: &Value,
+        bytes: Option<u64>,
+    ) -> Self {
+        Self::Enqueue {
+            id: id.to_owned(),
+            priority,
+            group,
+            delay_ms: 0,
+            after: Vec::new(),
+            dedup: None,
+            replace: false,
+            expires_in_ms: None,
+            expires_at: None,
+            created: view["created"].as_bool(),
+            answered: view["id"].as_str().map(str::to_owned),
+            replaced: false,
+            backoff: None,
+            run_at: None,
+            bytes,
+        }
+    }
+}
+
 impl Lease {
     /// The fence the claim answered; for a history that did not record
     /// it, the one its token ends with (`<prefix>-<fence>`).

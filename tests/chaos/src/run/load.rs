@@ -253,6 +253,73 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     }
 }
 
+/// Jobs in each of a bulk producer's batches: as many as make a lane send
+/// a batch that arrives behind a call in flight at once, in a second call
+/// beside it (`SECOND_CALL_ITEMS` of the exchange's lane).
+const BULK_BATCH: usize = 200;
+
+/// Now and then sends two batch enqueues of `BULK_BATCH` jobs on the main
+/// queue at once, to one instance: the second arrives while the first's
+/// call is in flight, and goes beside it. A batch not answered ok is sent
+/// again, same body, a few times (its jobs have ids of their own). Each
+/// job is recorded as an enqueue of its own, with the batch's times: jobs
+/// of one batch are not ordered against each other by the history (they
+/// are by the service: request order).
+pub async fn bulk_producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
+    let mut rng = rng_for(seed, n);
+    let process = format!("b{n}");
+    let mut round = 0u64;
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(6000..12000))).await;
+        if ctx.produce.load(Ordering::Relaxed) {
+            break;
+        }
+        round += 1;
+        let base = ctx.bases[rng.random_range(0..ctx.bases.len())].clone();
+        let [first, second] = [0, 1].map(|half| {
+            (0..BULK_BATCH)
+                .map(|k| {
+                    let id = format!("{process}-{round}-{half}-{k}");
+                    let priority: u8 = rng.random_range(0..4);
+                    let group = format!("g{}", rng.random_range(0..4));
+                    let body = json!({
+                        "task": "chaos", "id": id, "priority": priority, "group": group,
+                        "max_attempts": 4, "retain_ms": RETAIN_MS, "args": {"by": id},
+                    });
+                    (body, priority, Some(group))
+                })
+                .collect::<Vec<_>>()
+        });
+        tokio::join!(
+            bulk_enqueue(&ctx, &process, &base, &first),
+            bulk_enqueue(&ctx, &process, &base, &second),
+        );
+    }
+}
+
+/// Sends one batch of `jobs` (body, priority, group) to the main queue at
+/// `base` until answered ok, four times at most; records each job's
+/// enqueue.
+async fn bulk_enqueue(ctx: &Ctx, process: &str, base: &str, jobs: &[(Value, u8, Option<String>)]) {
+    let url = format!("{base}/v1/queues/{MAIN}/jobs/batch");
+    let body = json!({"jobs": jobs.iter().map(|(body, ..)| body).collect::<Vec<_>>()});
+    for _ in 0..4 {
+        let start = now_ms();
+        let answer = send(&ctx.http, Method::POST, &url, Some(&body)).await;
+        for (i, (job, priority, group)) in jobs.iter().enumerate() {
+            let id = job["id"].as_str().unwrap_or_default();
+            let view = &answer.body["jobs"][i];
+            let call =
+                Call::plain_enqueue(id, *priority, group.clone(), view, Some(job_bytes(job)));
+            ctx.recorder.record(process, MAIN, start, &answer, call);
+        }
+        if answer.outcome == Outcome::Ok {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The bytes the job of enqueue `body` counts against
 /// `max_pending_bytes`: its task's length (one byte), the task, the args
 /// as sent.
@@ -273,23 +340,7 @@ async fn plain_enqueue(ctx: &Ctx, rng: &mut StdRng, process: &str, id: &str) {
                 process,
                 RESHARDED,
                 (Method::POST, "/jobs", Some(&body)),
-                |a| Call::Enqueue {
-                    id: id.to_owned(),
-                    priority,
-                    group: None,
-                    delay_ms: 0,
-                    after: Vec::new(),
-                    dedup: None,
-                    replace: false,
-                    expires_in_ms: None,
-                    expires_at: None,
-                    created: a.body["created"].as_bool(),
-                    answered: a.body["id"].as_str().map(str::to_owned),
-                    replaced: false,
-                    backoff: None,
-                    run_at: None,
-                    bytes: Some(job_bytes(&body)),
-                },
+                |a| Call::plain_enqueue(id, priority, None, &a.body, Some(job_bytes(&body))),
             )
             .await;
         if answer.outcome == Outcome::Ok {

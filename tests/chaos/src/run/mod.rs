@@ -108,6 +108,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Vec<Violation>> {
     for n in 0..options.producers {
         clients.spawn(load::producer(ctx.clone(), options.seed, n));
     }
+    // Numbered after the producers, for a generator of its own.
+    clients.spawn(load::bulk_producer(
+        ctx.clone(),
+        options.seed,
+        options.producers,
+    ));
     for n in 0..options.workers {
         let queue = [
             MAIN, MAIN, CAPPED, SHARDED, RESHARDED, MAIN, CAPPED, SHARDED, RESHARDED,
