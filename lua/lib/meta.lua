@@ -140,17 +140,23 @@ end
 -- rehashes at every power of two on the way: about 2,500 instructions a
 -- call for the four fields of the basic state); the other settings are
 -- read through `settings`. Lists the fields in their order, as the check
--- below makes sure at load.
+-- below makes sure at load. Lua sizes a constructor's table to its
+-- fields, rounded up to a power of two: 16 fields (4 basic) would leave
+-- no room, and the first field a call reads or writes later (a class's
+-- virtual time, a tag) would make it anew; `room`, never set, sizes it
+-- for 32 (8).
 local function meta_of(values, basic)
   local s = #HEAD
   if basic then
-    return {shards = values[3], max_weight = values[s + 1], registered = values[s + 2], deleting = values[s + 3]}
+    return {shards = values[3], max_weight = values[s + 1], registered = values[s + 2], deleting = values[s + 3],
+      room = nil}
   end
   return {
     shards = values[3], max_weight = values[s + 1], floor = values[s + 2], ['i:'] = values[s + 3],
     progress = values[s + 4], expiring = values[s + 5], keyed = values[s + 6], cancelling = values[s + 7],
     depending = values[s + 8], depended = values[s + 9], w = values[s + 10], throttled = values[s + 11],
     registered = values[s + 12], deleting = values[s + 13], fence = values[s + 14], backing_off = values[s + 15],
+    room = nil,
   }
 end
 
