@@ -147,6 +147,11 @@ struct Watched {
 /// What an HTTP/2 connection opens with.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
+/// What ends an HTTP/1 request head, and its searcher (SIMD, made once).
+const HEAD_END: &[u8; 4] = b"\r\n\r\n";
+static HEAD_END_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(HEAD_END));
+
 impl Watched {
     fn new(tcp: TcpStream, limits: Limits) -> Self {
         let deadline = Box::pin(tokio::time::sleep(limits.header_timeout));
@@ -188,11 +193,13 @@ impl Watched {
                     self.tail = [0; 3];
                     self.wait(self.limits.header_timeout);
                 }
+                // The head's end is in this read, or begins in the last
+                // bytes of the ones before.
                 let tail = self.tail;
                 let at = |i: usize| if i < 3 { tail[i] } else { bytes[i - 3] };
-                let ended = (0..bytes.len()).any(|i| {
-                    at(i) == b'\r' && at(i + 1) == b'\n' && at(i + 2) == b'\r' && at(i + 3) == b'\n'
-                });
+                let crossing =
+                    (0..bytes.len().min(3)).any(|i| (0..4).all(|k| at(i + k) == HEAD_END[k]));
+                let ended = crossing || HEAD_END_FINDER.find(bytes).is_some();
                 let keep = bytes.len().min(3);
                 self.tail.rotate_left(keep);
                 self.tail[3 - keep..].copy_from_slice(&bytes[bytes.len() - keep..]);
@@ -313,6 +320,30 @@ mod tests {
         assert_eq!(watched.phase, Phase::Idle);
         watched.read(b"GET");
         assert_eq!(watched.phase, Phase::Head);
+    }
+
+    #[tokio::test]
+    async fn a_head_ends_wherever_its_blank_line_is_split() {
+        for split in 0..4 {
+            let mut conn = watched().await;
+            let (first, rest) = b"\r\n\r\n".split_at(split);
+            conn.read(&[b"POST / HTTP/1.1\r\nHost: x".as_slice(), first].concat());
+            assert_eq!(conn.phase, Phase::Head, "split at {split}");
+            conn.read(&[rest, b"{\"body\": 1}".as_slice()].concat());
+            assert_eq!(conn.phase, Phase::Answering, "split at {split}");
+        }
+        // Byte by byte: the end spans four reads.
+        let mut conn = watched().await;
+        conn.read(b"GET / HTTP/1.1");
+        for byte in b"\r\n\r\n" {
+            assert_eq!(conn.phase, Phase::Head);
+            conn.read(&[*byte]);
+        }
+        assert_eq!(conn.phase, Phase::Answering);
+        // A line break alone, or CR LF CR without its LF, ends nothing.
+        let mut conn = watched().await;
+        conn.read(b"GET / HTTP/1.1\r\nHost: x\r\n\rX\r\n");
+        assert_eq!(conn.phase, Phase::Head);
     }
 
     #[tokio::test]
