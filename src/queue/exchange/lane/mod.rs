@@ -248,8 +248,8 @@ impl<B: Batch> Lane<B> {
         state.second = true;
         let lane = Arc::clone(self);
         runtime.spawn(async move {
-            lane.answer(replies, &entries).await;
-            lane.state().second = false;
+            let second = SecondCall(&lane);
+            second.0.answer(replies, &entries).await;
         });
     }
 
@@ -302,6 +302,16 @@ impl<B: Batch> Drop for Handoff<'_, B> {
             }
             _ => state.busy = false,
         }
+    }
+}
+
+/// A lane's second call in flight: when it ends, or its task goes away
+/// (a runtime shutting down), another may go.
+struct SecondCall<'a, B: Batch>(&'a Arc<Lane<B>>);
+
+impl<B: Batch> Drop for SecondCall<'_, B> {
+    fn drop(&mut self) {
+        self.0.state().second = false;
     }
 }
 
