@@ -73,6 +73,10 @@ impl Batch for LineBatch {
         (entry.claims as usize, 0)
     }
 
+    fn answered(_: &LineEntry) -> usize {
+        0
+    }
+
     async fn call(&self, entries: &[LineEntry]) -> Result<Vec<Result<Self::Reply>>> {
         let asked = entries.iter().map(|entry| entry.claims).sum::<u32>().max(1);
         let mut cmd = LIBRARY.call(Function::Line, &self.keys);

@@ -3,11 +3,12 @@
 //! queue up, and when it returns they all go together as the next call.
 //! There is no timer: a request that finds the lane idle goes at once, and
 //! batches grow with the load by themselves. When what queued behind a call
-//! in flight reaches a batch's worth (`Batch::SECOND_CALL_ITEMS`), it goes
-//! at once as a second call beside the first, so that Redis is not left
-//! idle while prioq reads a big reply. Each request gets its own part of
-//! the reply; a call that fails fails only the requests it carried, each
-//! with the error it would have had alone.
+//! in flight asks for a big reply (`Batch::SECOND_CALL_ITEMS` of
+//! `Batch::answered`: jobs claimed), it goes at once as a second call
+//! beside the first, so that Redis is not left idle while prioq reads a
+//! big reply. Each request gets its own part of the reply; a call that
+//! fails fails only the requests it carried, each with the error it would
+//! have had alone.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -36,9 +37,13 @@ pub(crate) trait Batch: Send + Sync + std::fmt::Debug + 'static {
     /// Jobs or acks the entry carries, and about how many bytes.
     fn size(entry: &Self::Entry) -> (usize, usize);
 
-    /// Items (jobs or acks) waiting behind a call in flight from which
-    /// they go at once, in a second call beside it, rather than after it:
-    /// none by default (one call in flight at a time).
+    /// Items of the entry's reply that prioq reads at length (jobs
+    /// claimed): what makes a lane's turn between two calls long.
+    fn answered(entry: &Self::Entry) -> usize;
+
+    /// Such items waiting behind a call in flight from which they go at
+    /// once, in a second call beside it, rather than after it: none by
+    /// default (one call in flight at a time).
     const SECOND_CALL_ITEMS: usize = usize::MAX;
 
     /// Runs the entries as one call: an outcome per entry, in order, or an
@@ -90,8 +95,9 @@ struct State<B: Batch> {
 #[derive(Debug)]
 struct Waiter<B: Batch> {
     ticket: u64,
-    /// The entry's `size`, taken once.
+    /// The entry's `size` and `answered`, taken once.
     size: (usize, usize),
+    answered: usize,
     entry: B::Entry,
     reply: oneshot::Sender<Result<B::Reply>>,
 }
@@ -129,6 +135,7 @@ impl<B: Batch> Lane<B> {
                 state.waiting.push_back(Waiter {
                     ticket,
                     size: B::size(&entry),
+                    answered: B::answered(&entry),
                     entry,
                     reply,
                 });
@@ -226,15 +233,18 @@ impl<B: Batch> Lane<B> {
     }
 
     /// While a call is in flight, sends what waits behind it in a second
-    /// call from a task of its own, when it holds `SECOND_CALL_ITEMS`
-    /// items or more and no second call is in flight: Redis runs the
-    /// second while prioq reads the first's reply, rather than waiting
-    /// idle for the next call. The requests of two calls in flight are
-    /// concurrent (none was answered before another began): Redis may run
-    /// either call first, as it may any two concurrent requests.
+    /// call from a task of its own, when it asks for `SECOND_CALL_ITEMS`
+    /// answered items or more and no second call is in flight: Redis runs
+    /// the second while prioq reads the first's reply, rather than waiting
+    /// idle for the next call. (Enqueues alone leave Redis little idle
+    /// time, and two big calls of them in Redis at once cost it more per
+    /// job, their arguments crowding its caches.) The requests of two
+    /// calls in flight are concurrent (none was answered before another
+    /// began): Redis may run either call first, as it may any two
+    /// concurrent requests.
     fn send_second(self: &Arc<Self>, state: &mut State<B>) {
         if state.second
-            || state.waiting.iter().map(|w| w.size.0).sum::<usize>() < B::SECOND_CALL_ITEMS
+            || state.waiting.iter().map(|w| w.answered).sum::<usize>() < B::SECOND_CALL_ITEMS
         {
             return;
         }

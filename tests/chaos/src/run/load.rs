@@ -60,21 +60,38 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    fn url(&self, rng: &mut StdRng, path: &str) -> String {
-        let base = &self.bases[rng.random_range(0..self.bases.len())];
-        format!("{base}{path}")
+    /// An instance's base URL, picked by `rng`.
+    fn base(&self, rng: &mut StdRng) -> &str {
+        &self.bases[rng.random_range(0..self.bases.len())]
     }
 
-    /// Sends and records one call.
+    fn url(&self, rng: &mut StdRng, path: &str) -> String {
+        format!("{}{path}", self.base(rng))
+    }
+
+    /// Sends and records one call, to an instance `rng` picks.
     pub async fn call(
         &self,
         rng: &mut StdRng,
         process: &str,
         queue: &str,
+        request: (Method, &str, Option<&Value>),
+        describe: impl FnOnce(&Answer) -> Call,
+    ) -> Answer {
+        self.call_at(self.base(rng), process, queue, request, describe)
+            .await
+    }
+
+    /// Sends and records one call to the instance at `base`.
+    pub async fn call_at(
+        &self,
+        base: &str,
+        process: &str,
+        queue: &str,
         (method, path, body): (Method, &str, Option<&Value>),
         describe: impl FnOnce(&Answer) -> Call,
     ) -> Answer {
-        let url = self.url(rng, &format!("/v1/queues/{queue}{path}"));
+        let url = format!("{base}/v1/queues/{queue}{path}");
         let start = now_ms();
         let answer = send(&self.http, method, &url, body).await;
         self.recorder
@@ -253,18 +270,23 @@ pub async fn producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     }
 }
 
-/// Jobs in each of a bulk producer's batches: as many as make a lane send
-/// a batch that arrives behind a call in flight at once, in a second call
-/// beside it (`SECOND_CALL_ITEMS` of the exchange's lane).
+/// Jobs in each of a bulk producer's batches.
 const BULK_BATCH: usize = 200;
 
+/// Jobs each of a bulk producer's three claims at once asks for: the
+/// first goes alone, the other two queue behind its call and, asking for
+/// 200 jobs together (`SECOND_CALL_ITEMS` of the exchange's lane), go in a
+/// second call beside it.
+const BULK_CLAIM: u32 = 100;
+
 /// Now and then sends two batch enqueues of `BULK_BATCH` jobs on the main
-/// queue at once, to one instance: the second arrives while the first's
-/// call is in flight, and goes beside it. A batch not answered ok is sent
-/// again, same body, a few times (its jobs have ids of their own). Each
-/// job is recorded as an enqueue of its own, with the batch's times: jobs
-/// of one batch are not ordered against each other by the history (they
-/// are by the service: request order).
+/// queue at once to one instance, then three claims at once to it,
+/// and acks what they leased. A batch not answered ok is sent again, same
+/// body, a few times (its jobs have ids of their own), and so is a claim
+/// (under its request id). Each job of a batch is recorded as an enqueue
+/// of its own, with the batch's times: jobs of one batch are not ordered
+/// against each other by the history (they are by the service: request
+/// order).
 pub async fn bulk_producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
     let mut rng = rng_for(seed, n);
     let process = format!("b{n}");
@@ -275,7 +297,7 @@ pub async fn bulk_producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
             break;
         }
         round += 1;
-        let base = ctx.bases[rng.random_range(0..ctx.bases.len())].clone();
+        let base = ctx.base(&mut rng).to_owned();
         let [first, second] = [0, 1].map(|half| {
             (0..BULK_BATCH)
                 .map(|k| {
@@ -294,7 +316,53 @@ pub async fn bulk_producer(ctx: Arc<Ctx>, seed: u64, n: u64) {
             bulk_enqueue(&ctx, &process, &base, &first),
             bulk_enqueue(&ctx, &process, &base, &second),
         );
+        let [w0, w1, w2] = [0, 1, 2].map(|k| format!("{process}.{round}.{k}"));
+        let (a, b, c) = tokio::join!(
+            bulk_claim(&ctx, &process, &base, &w0),
+            bulk_claim(&ctx, &process, &base, &w1),
+            bulk_claim(&ctx, &process, &base, &w2),
+        );
+        for job in [a, b, c].into_iter().flatten() {
+            let result = json!({"token": job.token});
+            ack(&ctx, &mut rng, &process, MAIN, &job, &result).await;
+        }
     }
+}
+
+/// Claims `BULK_CLAIM` jobs of the main queue at `base` for `worker`, under
+/// a request id, sent again while unanswered (four times at most); answers
+/// the jobs leased.
+async fn bulk_claim(ctx: &Ctx, process: &str, base: &str, worker: &str) -> Vec<Lease> {
+    // Long enough for the producer to ack them all one by one.
+    let lease_ms = 10_000;
+    let body = json!({
+        "worker": worker, "request_id": worker, "lease_ms": lease_ms, "max_jobs": BULK_CLAIM,
+    });
+    for _ in 0..4 {
+        let answer = ctx
+            .call_at(
+                base,
+                process,
+                MAIN,
+                (Method::POST, "/claim", Some(&body)),
+                |a| Call::Claim {
+                    worker: worker.to_owned(),
+                    request_id: worker.to_owned(),
+                    lease_ms,
+                    max_jobs: BULK_CLAIM,
+                    acks: Vec::new(),
+                    jobs: leases(&a.body),
+                    acked: Vec::new(),
+                    skipped: skipped_shards(&a.body),
+                },
+            )
+            .await;
+        if answer.outcome == Outcome::Ok {
+            return leases(&answer.body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Vec::new()
 }
 
 /// Sends one batch of `jobs` (body, priority, group) to the main queue at
