@@ -449,8 +449,10 @@ fn batch_ids(name: &str) -> Vec<String> {
     (0..100).map(|n| format!("{name}-{n}")).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn claims_waiting_behind_a_held_call_go_in_a_second_call_beside_it() {
+/// An instance of its own (`private_app`) whose queue `q` holds the 300
+/// jobs of batches `a`, `b` and `c`, oldest first; and a connection to its
+/// Redis.
+async fn with_300_jobs() -> (RedisServer, TestApp, redis::aio::MultiplexedConnection) {
     let (server, app) = private_app().await;
     let url = app.queue_url("q", "/jobs/batch");
     for name in ["a", "b", "c"] {
@@ -460,6 +462,12 @@ async fn claims_waiting_behind_a_held_call_go_in_a_second_call_beside_it() {
         );
     }
     let conn = redis_connection(&server.url()).await;
+    (server, app, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_waiting_behind_a_held_call_go_in_a_second_call_beside_it() {
+    let (server, app, conn) = with_300_jobs().await;
     let calls_before = script_calls(&mut conn.clone()).await;
     let claim = |worker: &str| {
         (
@@ -510,15 +518,7 @@ async fn claims_waiting_behind_a_held_call_go_in_a_second_call_beside_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_calls_in_flight_cut_off_resend_the_enqueue_and_answer_the_claims_503() {
-    let (server, app) = private_app().await;
-    let url = app.queue_url("q", "/jobs/batch");
-    for name in ["a", "b", "c"] {
-        assert_eq!(
-            app.post(url.clone(), batch(name)).await.status,
-            StatusCode::OK
-        );
-    }
-    let conn = redis_connection(&server.url()).await;
+    let (server, app, conn) = with_300_jobs().await;
     let claim = (
         app.queue_url("q", "/claim"),
         json!({"max_jobs": 100, "worker": "w"}),
