@@ -89,7 +89,15 @@ struct State<B: Batch> {
     /// A second call, sent while the first was in flight, is in flight.
     second: bool,
     next_ticket: u64,
-    waiting: VecDeque<Waiter<B>>,
+    waiting: Waiting<B>,
+}
+
+/// The requests queued for the next call, oldest first, and the sum of
+/// their `answered`, kept as they come and go.
+#[derive(Debug)]
+struct Waiting<B: Batch> {
+    queue: VecDeque<Waiter<B>>,
+    answered: usize,
 }
 
 #[derive(Debug)]
@@ -112,7 +120,10 @@ impl<B: Batch> Lane<B> {
                 busy: false,
                 second: false,
                 next_ticket: 0,
-                waiting: VecDeque::new(),
+                waiting: Waiting {
+                    queue: VecDeque::new(),
+                    answered: 0,
+                },
             }),
         }
     }
@@ -132,7 +143,7 @@ impl<B: Batch> Lane<B> {
             if state.busy {
                 let ticket = state.next_ticket;
                 state.next_ticket += 1;
-                state.waiting.push_back(Waiter {
+                state.waiting.push(Waiter {
                     ticket,
                     size: B::size(&entry),
                     answered: B::answered(&entry),
@@ -167,8 +178,7 @@ impl<B: Batch> Lane<B> {
                 // (never sent), or its answer came just now (a refusal or
                 // the call's reply), or it is in a call still in flight.
                 let mut state = self.state();
-                let queued = state.waiting.iter().position(|w| w.ticket == ticket);
-                if queued.and_then(|at| state.waiting.remove(at)).is_some() {
+                if state.waiting.withdraw(ticket) {
                     self.metrics.waiting.decrement(1.0);
                     return Err(QueueError::Unavailable(anyhow::anyhow!(
                         "Redis did not answer within {:?}; the request was never sent",
@@ -217,11 +227,11 @@ impl<B: Batch> Lane<B> {
     /// Takes the waiting entries that fit one call, and their answers'
     /// senders.
     fn take(&self, state: &mut State<B>) -> Batched<B> {
-        let before = state.waiting.len();
-        let taken = take_batch(&mut state.waiting);
+        let before = state.waiting.queue.len();
+        let taken = state.waiting.take_batch();
         self.metrics
             .waiting
-            .decrement((before - state.waiting.len()) as f64);
+            .decrement((before - state.waiting.queue.len()) as f64);
         taken.into_iter().map(|w| (w.entry, w.reply)).unzip()
     }
 
@@ -243,9 +253,7 @@ impl<B: Batch> Lane<B> {
     /// began): Redis may run either call first, as it may any two
     /// concurrent requests.
     fn send_second(self: &Arc<Self>, state: &mut State<B>) {
-        if state.second
-            || state.waiting.iter().map(|w| w.answered).sum::<usize>() < B::SECOND_CALL_ITEMS
-        {
+        if state.second || state.waiting.answered < B::SECOND_CALL_ITEMS {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -282,8 +290,11 @@ impl<B: Batch> Lane<B> {
                 // Answered under the lock, so that a request whose own
                 // deadline comes meanwhile finds its refusal.
                 let mut state = self.state();
-                self.metrics.waiting.decrement(state.waiting.len() as f64);
-                for waiter in state.waiting.drain(..) {
+                self.metrics
+                    .waiting
+                    .decrement(state.waiting.queue.len() as f64);
+                state.waiting.answered = 0;
+                for waiter in state.waiting.queue.drain(..) {
                     let _ = waiter
                         .reply
                         .send(Err(QueueError::Unavailable(anyhow::anyhow!(
@@ -306,7 +317,7 @@ impl<B: Batch> Drop for Handoff<'_, B> {
         let lane = self.0;
         let mut state = lane.state();
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if !state.waiting.is_empty() => {
+            Ok(runtime) if !state.waiting.queue.is_empty() => {
                 drop(state);
                 runtime.spawn(Arc::clone(lane).drive());
             }
@@ -331,26 +342,51 @@ type Batched<B> = (
     Vec<oneshot::Sender<Result<<B as Batch>::Reply>>>,
 );
 
-/// Takes the waiting entries that fit one call, oldest first, dropping
-/// those whose request went away.
-fn take_batch<B: Batch>(waiting: &mut VecDeque<Waiter<B>>) -> Vec<Waiter<B>> {
-    let (mut items, mut bytes) = (0, 0);
-    let mut taken = Vec::new();
-    while let Some(next) = waiting.front() {
-        if next.reply.is_closed() {
-            waiting.pop_front();
-            continue;
-        }
-        let (n, size) = next.size;
-        let fits = items + n <= MAX_CALL_ITEMS && bytes + size <= MAX_CALL_BYTES;
-        if !taken.is_empty() && !fits {
-            break;
-        }
-        items += n;
-        bytes += size;
-        taken.extend(waiting.pop_front());
+impl<B: Batch> Waiting<B> {
+    fn push(&mut self, waiter: Waiter<B>) {
+        self.answered += waiter.answered;
+        self.queue.push_back(waiter);
     }
-    taken
+
+    fn pop_front(&mut self) -> Option<Waiter<B>> {
+        let waiter = self.queue.pop_front()?;
+        self.answered -= waiter.answered;
+        Some(waiter)
+    }
+
+    /// Takes out the request of `ticket` if it still waits.
+    fn withdraw(&mut self, ticket: u64) -> bool {
+        let at = self.queue.iter().position(|w| w.ticket == ticket);
+        match at.and_then(|at| self.queue.remove(at)) {
+            Some(waiter) => {
+                self.answered -= waiter.answered;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the entries that fit one call, oldest first, dropping those
+    /// whose request went away.
+    fn take_batch(&mut self) -> Vec<Waiter<B>> {
+        let (mut items, mut bytes) = (0, 0);
+        let mut taken = Vec::new();
+        while let Some(next) = self.queue.front() {
+            if next.reply.is_closed() {
+                self.pop_front();
+                continue;
+            }
+            let (n, size) = next.size;
+            let fits = items + n <= MAX_CALL_ITEMS && bytes + size <= MAX_CALL_BYTES;
+            if !taken.is_empty() && !fits {
+                break;
+            }
+            items += n;
+            bytes += size;
+            taken.extend(self.pop_front());
+        }
+        taken
+    }
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ async fn until_calls(calls: &AtomicUsize, n: usize) {
 }
 
 async fn until_waiting<const SECOND: usize>(lane: &Lane<Doubler<SECOND>>, n: usize) {
-    while lane.state().waiting.len() < n {
+    while lane.state().waiting.queue.len() < n {
         tokio::task::yield_now().await;
     }
 }
@@ -216,7 +216,7 @@ async fn a_second_call_goes_beside_the_first_once_a_batch_waits() {
     tokio::time::timeout(Duration::from_secs(10), until_calls(&calls, 2))
         .await
         .expect("a second call goes while the first is held");
-    assert!(lane.state().waiting.is_empty());
+    assert!(lane.state().waiting.queue.is_empty());
     // Two calls are in flight: the next request waits for one of them.
     let fourth = spawn_submit(&lane, 4);
     until_waiting(&lane, 1).await;
@@ -230,4 +230,35 @@ async fn a_second_call_goes_beside_the_first_once_a_batch_waits() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     until_idle(&lane).await;
     assert!(!lane.state().second);
+}
+
+#[test]
+fn the_waiting_total_follows_requests_queued_withdrawn_gone_and_taken() {
+    let mut waiting = Waiting::<Doubler> {
+        queue: VecDeque::new(),
+        answered: 0,
+    };
+    let mut answers = Vec::new();
+    for ticket in 0..4 {
+        let (reply, answer) = oneshot::channel();
+        waiting.push(Waiter {
+            ticket,
+            size: (400, 8),
+            answered: 400,
+            entry: 1,
+            reply,
+        });
+        answers.push(answer);
+    }
+    assert_eq!(waiting.answered, 1600);
+    assert!(waiting.withdraw(2));
+    assert!(!waiting.withdraw(2), "withdrawn once");
+    assert_eq!(waiting.answered, 1200);
+    // The first request went away: it is dropped, not taken, and two of
+    // the rest fill a call.
+    drop(answers.remove(0));
+    let taken = waiting.take_batch();
+    assert_eq!(taken.iter().map(|w| w.ticket).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(waiting.answered, 0);
+    assert!(waiting.queue.is_empty());
 }
