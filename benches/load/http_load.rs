@@ -265,13 +265,13 @@ impl HttpLoad {
         } else {
             (&self.claim, "claim", 1)
         };
-        let Some((body, _)) = self.call(client, request, name, 200, st, w).await else {
+        let Some((body, end)) = self.call(client, request, name, 200, st, w).await else {
             return Vec::new();
         };
         match serde_json::from_slice::<Claimed>(&body) {
             Ok(claimed) => {
                 if claimed.jobs.len() < max {
-                    st.short_claims += 1;
+                    st.short_claim(w, end);
                 }
                 claimed.jobs
             }
@@ -388,7 +388,7 @@ impl HttpLoad {
                     }
                     self.credits.add_permits(claimed.jobs.len());
                     if claimed.jobs.is_empty() {
-                        st.short_claims += 1;
+                        st.short_claim(w, end);
                     }
                     held = claimed.jobs.into_iter().next();
                 }

@@ -272,7 +272,7 @@ fn bullmq_table(md: &mut String, results: &Results) {
 fn details_table(md: &mut String, results: &Results) {
     let _ = writeln!(
         md,
-        "\nPer run: latency per call p50 / p99 / max in ms (raw: one pipelined round trip); Redis µs per job from `INFO commandstats` (`FCALL` time: the functions only) and from `INFO cpu` (the whole process: networking, parsing, replies, and the housekeeper's few commands); prioq CPU per HTTP request; CPU seconds of the load generator (bench), prioq and redis-server in the window.\n"
+        "\nPer run: latency per call p50 / p99 / max in ms (raw: one pipelined round trip); Redis µs per job from `INFO commandstats` (`FCALL` time: the functions only) and from `INFO cpu` (the whole process: networking, parsing, replies, and the housekeeper's commands: in runs that only claim, the refills that add every job claimed, about as costly to Redis in raw and HTTP runs); prioq CPU per HTTP request; CPU seconds of the load generator (bench), prioq and redis-server in the window.\n"
     );
     let mut table = Table::new([
         ("path", Left),

@@ -53,6 +53,7 @@ pub struct TaskStats {
     /// Requests (raw: pipelined round trips) answered inside the window.
     pub requests: u64,
     pub errors: u64,
+    /// Claims answered inside the window that found fewer jobs than asked.
     pub short_claims: u64,
     pub last_error: Option<String>,
     pub samples: BTreeMap<&'static str, Vec<u32>>,
@@ -76,6 +77,13 @@ impl TaskStats {
     pub fn finished(&mut self, window: &Window, end: Instant, jobs: u64) {
         if window.done(end) {
             self.jobs += jobs;
+        }
+    }
+
+    /// A claim answered at `end` that found fewer jobs than it asked for.
+    pub fn short_claim(&mut self, window: &Window, end: Instant) {
+        if window.done(end) {
+            self.short_claims += 1;
         }
     }
 
@@ -298,8 +306,8 @@ pub struct RunRecord {
     /// `fcall` contains the others) per job, without the housekeeper's.
     pub redis_commands: BTreeMap<String, CommandCost>,
     /// CPU per job of each process; Redis's is the whole process:
-    /// functions, networking, parsing, replies, and the housekeeper's few
-    /// commands.
+    /// functions, networking, parsing, replies, and the housekeeper's
+    /// commands (in runs that only claim, the refills of every job).
     pub cpu_us_per_job: Cpu,
     pub cpu_seconds: Cpu,
     pub keeper: KeeperJson,

@@ -352,7 +352,7 @@ impl Raw {
             let end = Instant::now();
             st.record(w, "enqueue_claim_ack_pipeline", start, end);
             if leased < wanted {
-                st.short_claims += 1;
+                st.short_claim(w, end);
             }
             st.finished(w, end, acked);
             return Ok(());
@@ -372,7 +372,7 @@ impl Raw {
         let mid = Instant::now();
         st.record(w, "claim_pipeline", start, mid);
         if leases.iter().map(Vec::len).sum::<usize>() < wanted {
-            st.short_claims += 1;
+            st.short_claim(w, mid);
         }
         let acked = self.ack(con, leases).await?;
         let end = Instant::now();
