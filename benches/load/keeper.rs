@@ -208,9 +208,11 @@ impl Keeper {
             chunks += 1;
             seq = end + 1;
         }
+        // (A refill of fewer chunks than connections leaves some idle.)
         let sent = pipes
             .iter()
             .zip(self.refill_cons.iter_mut())
+            .take(chunks)
             .map(|(pipe, con)| pipe.query_async::<()>(con));
         futures_util::future::try_join_all(sent).await?;
         self.calls.add("hincrby", 1);
