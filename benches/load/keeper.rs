@@ -81,20 +81,25 @@ impl Range {
 
 /// The most a refilling housekeeper widens its slack to.
 const MAX_SLACK: u64 = 200_000;
+/// Depths from which claims may draw a queue down during a run.
+const DEEP: u64 = 500_000;
 
-/// Jobs per refill or drain command.
+/// Jobs per drain command.
 const CHUNK: u64 = 1000;
-/// Connections a refill's commands are spread over. Redis reads a
-/// client's commands a buffer (16 KiB) at a time, a turn of its event loop
-/// each, and a busy Redis's turns are long: on one connection a thousand
-/// jobs' `HSET` (about 250 KB) took some sixteen turns, and the claims of
-/// raw pipelines at 1k took jobs faster (about 65,000 a second) than it
-/// added them.
-const REFILL_CONNECTIONS: usize = 4;
+/// Jobs per refill command, and connections a refill's commands are
+/// spread over. Redis reads a client's commands 16 KiB at a time, a turn of
+/// its event loop each, and the turns of a Redis busy with pipelined
+/// claims are long: on one connection, a thousand jobs' `HSET` (about
+/// 250 KB) took some sixteen turns, and raw pipelines at 1k claimed jobs
+/// faster (about 85,000 a second) than it added them (about 65,000).
+/// Smaller commands over more connections reach Redis in fewer turns and
+/// more of them a turn.
+const REFILL_CHUNK: u64 = 250;
+const REFILL_CONNECTIONS: usize = 16;
 /// Jobs one refill adds at most: smaller refills one after the other,
 /// each reading the depth, stream the jobs in where a big one would leave
 /// the claims taking the few jobs its first commands added.
-const REFILL_MOST: u64 = 2 * REFILL_CONNECTIONS as u64 * CHUNK;
+const REFILL_MOST: u64 = 2 * REFILL_CONNECTIONS as u64 * REFILL_CHUNK;
 
 /// What the housekeeper runs with.
 #[derive(Debug)]
@@ -138,7 +143,10 @@ impl Keeper {
     /// One housekeeping step; whether it did anything. During a run it acts
     /// once the depth has moved half the range, and takes it to the far end,
     /// so the jobs in flight never push it out; to settle before a run
-    /// (`None`) it only brings the depth into the range.
+    /// (`None`) it only brings the depth into the range. A deep queue that
+    /// claims draw down is left to fall as far as half its depth: holding
+    /// it would cost Redis a refill for every job claimed, as much as the
+    /// claims measured, and a claim at 500k costs what one at 1M does.
     async fn step(&mut self, mode: Option<KeeperMode>) -> Result<bool> {
         let n: u64 = redis::cmd("ZCARD")
             .arg(self.keys.key(Key::Pending))
@@ -147,12 +155,14 @@ impl Keeper {
         self.calls.add("zcard", 1);
         self.stats.min_depth = self.stats.min_depth.min(n);
         self.stats.max_depth = self.stats.max_depth.max(n);
-        if mode == Some(KeeperMode::Refill) && n < self.range.low {
+        let deep = self.range.low >= DEEP;
+        if mode == Some(KeeperMode::Refill) && !deep && n < self.range.low {
             self.range = self.range.widened();
         }
         let Range { low, slack } = self.range;
         let (middle, high) = (low + slack, low + 2 * slack);
         let (refill_below, refill_to, drain_above, drain_to) = match mode {
+            Some(KeeperMode::Refill) if deep => (low / 2, high, u64::MAX, high),
             Some(KeeperMode::Refill) => (middle, high, u64::MAX, high),
             Some(KeeperMode::Drain) => (0, low, middle, low),
             None => (low, middle, high, middle),
@@ -170,7 +180,7 @@ impl Keeper {
 
     /// Adds `n` pending jobs the cheap way, in two round trips: HINCRBY of
     /// the finish tag of the class's jobs without a group for their arrival
-    /// tags, then one HSET and one ZADD per thousand jobs, spread over the
+    /// tags, then one HSET and one ZADD per `REFILL_CHUNK` jobs, spread over the
     /// refill's connections, writing exactly what prioq's enqueues write
     /// (the record and the score by the crate's own; the enqueue time by
     /// this machine's clock, which Redis's shares).
@@ -189,7 +199,7 @@ impl Keeper {
         let mut seq = finish - n;
         let mut chunks = 0;
         while seq <= last {
-            let end = (seq + CHUNK - 1).min(last);
+            let end = (seq + REFILL_CHUNK - 1).min(last);
             let mut hset = redis::cmd("HSET");
             hset.arg(self.keys.key(Key::Jobs));
             let mut zadd = redis::cmd("ZADD");
