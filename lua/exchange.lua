@@ -20,7 +20,8 @@
 --   pairs), the dependencies of those that have some (id and
 --   `dependencies_of` pairs), the jobs it ended that have dependants
 --   elsewhere to tell (see lib/deps.lua)}; each part's answers one request
---   after the other in one flat list, nil when empty (see `listed`).
+--   after the other in one flat list, nil when empty (see `listed`); the
+--   values at the end that hold their defaults (nil, '', 0) left out.
 -- Errors: SHARDS_CHANGED (see `check_shards`), before any write.
 -- `drain` is the same function for calls that enqueue nothing: it frees
 -- memory or keeps it level, so it runs while Redis is out of memory
@@ -49,8 +50,22 @@ local function exchange(keys, argv)
     limited, wait_ms = claim_all(c, argv, claims, now, int_of(argv[4]), argv[5], statuses, claimed)
   end
   settle(c)
-  return {now, listed(statuses), listed(enqueued), listed(claimed), limited, wait_ms, c.expired or 0,
-    c.expiry_out or false, c.deps_out or false, c.outboxed or 0}
+  -- The values at the end that hold their defaults are left out: most
+  -- calls end in them, and prioq's Redis client parses each value it is
+  -- sent at a cost.
+  if c.expired or c.expiry_out or c.deps_out or c.outboxed then
+    return {now, listed(statuses), listed(enqueued), listed(claimed), limited, wait_ms, c.expired or 0,
+      c.expiry_out or false, c.deps_out or false, c.outboxed or 0}
+  elseif limited ~= '' or wait_ms ~= 0 then
+    return {now, listed(statuses), listed(enqueued), listed(claimed), limited, wait_ms}
+  elseif #claimed > 0 then
+    return {now, listed(statuses), listed(enqueued), claimed}
+  elseif #enqueued > 0 then
+    return {now, listed(statuses), enqueued}
+  elseif #statuses > 0 then
+    return {now, statuses}
+  end
+  return {now}
 end
 
 redis.register_function('exchange_' .. VERSION, exchange)

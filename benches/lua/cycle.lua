@@ -145,5 +145,5 @@ redis.register_function('bench_settings', function(keys, argv)
 end)
 
 redis.register_function('bench_noop', function()
-  return {0, false, false, false, '', 0, 0, false, false, 0}
+  return {0}
 end)

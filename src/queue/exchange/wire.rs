@@ -55,7 +55,8 @@ pub(crate) fn known_job(item: Value) -> Result<Option<Known>> {
 /// those that have some (id, dependencies pairs), and the jobs it ended
 /// whose dependants elsewhere are to be told from their outbox. Each list
 /// is nil when empty (the function answers so: an empty table costs Redis
-/// about 3,000 instructions to reply), which reads as an empty `Vec`.
+/// about 3,000 instructions to reply), which reads as an empty `Vec`; the
+/// values at the end that hold their defaults are left out (see `padded`).
 type RawExchange = (
     i64,
     Vec<String>,
@@ -205,7 +206,7 @@ pub fn exchange_answers(
     reply: Value,
 ) -> Result<(Vec<Result<Exchanged>>, u64)> {
     let (now_ms, statuses, enqueued, claimed, held, wait_ms, expired, expiry, after, outboxed) =
-        RawExchange::from_redis_value(reply).map_err(|_| malformed())?;
+        RawExchange::from_redis_value(padded(reply)?).map_err(|_| malformed())?;
     let mut dependencies = HashMap::new();
     let mut after = after.into_iter();
     while let Some(id) = after.next() {
@@ -379,8 +380,48 @@ impl AckOutcome {
     }
 }
 
+/// The function's reply with the values it left out at the end put back
+/// at their defaults: nil for a list, '' for why fewer jobs were handed
+/// out, 0 for a count. (Most calls end in defaults, and the Redis client
+/// parses each value of a reply at about 1,000 instructions.)
+fn padded(reply: Value) -> Result<Value> {
+    const LEN: usize = 10;
+    let Value::Array(mut values) = reply else {
+        return Err(malformed());
+    };
+    if values.is_empty() || values.len() > LEN {
+        return Err(malformed());
+    }
+    for at in values.len()..LEN {
+        values.push(match at {
+            4 => Value::BulkString(Vec::new()),
+            5 | 6 | 9 => Value::Int(0),
+            _ => Value::Nil,
+        });
+    }
+    Ok(Value::Array(values))
+}
+
 pub(crate) fn malformed() -> QueueError {
     QueueError::Unknown(anyhow::anyhow!(
         "the exchange function answered something unexpected"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_cut_short_reads_as_its_defaults_and_one_too_long_is_refused() {
+        let cut = Value::Array(vec![Value::Int(7), Value::Nil]);
+        let full: RawExchange = FromRedisValue::from_redis_value(padded(cut).expect("pads"))
+            .expect("reads as the whole reply");
+        assert_eq!(full.0, 7);
+        assert!(full.1.is_empty() && full.2.is_empty() && full.3.is_empty());
+        assert_eq!((full.4.as_str(), full.5, full.6, full.9), ("", 0, 0, 0));
+        assert!(full.7.is_empty() && full.8.is_empty());
+        assert!(padded(Value::Array(vec![Value::Int(0); 11])).is_err());
+        assert!(padded(Value::Array(Vec::new())).is_err());
+    }
 }
