@@ -28,8 +28,9 @@ async fn flood(app: &TestApp, queue: &str, count: usize) {
 
 /// Under a backlog of priority-0 jobs that outlasts it, a priority-5 job
 /// of a queue aging every `LIMIT` is claimed, one job a claim, by a claim
-/// answered no sooner than five limits after its enqueue began, and by
-/// the first claim that begins five limits after its enqueue's answer:
+/// that began, by Redis's clock, no sooner than five limits after its
+/// enqueue, and by the first claim that begins five limits after its
+/// enqueue's answer, ahead of urgent jobs still waiting:
 /// its steps fall due at their times, whenever claims come (a claim after
 /// several takes them all), so the first claim past the fifth takes it
 /// from the front of priority 0. (Counted from each step's claim
@@ -37,6 +38,7 @@ async fn flood(app: &TestApp, queue: &str, count: usize) {
 /// was passed over seven claims past its five limits.)
 async fn check_flood(shards: u32) {
     const LIMIT: Duration = Duration::from_millis(150);
+    const LEASE_MS: u64 = 60_000;
     let mut config = test_config();
     // A floor turn would take it from the least urgent class at once.
     config.bulk_floor = 0.0;
@@ -47,35 +49,36 @@ async fn check_flood(shards: u32) {
         json!({"max_wait_ms": LIMIT.as_millis() as u64, "shards": shards}),
     )
     .await;
-    // Claims of one job take a few tenths of a ms each here: the backlog
-    // outlasts the five limits several times over.
-    flood(&app, "aging", 10_000).await;
-    let began = Instant::now();
-    app.enqueue(
-        "aging",
-        json!({"task": "t", "id": "patient", "priority": 5}),
-    )
-    .await;
+    flood(&app, "aging", 4000).await;
+    let patient = app
+        .enqueue(
+            "aging",
+            json!({"task": "t", "id": "patient", "priority": 5}),
+        )
+        .await;
+    let enqueued_ms = ms_of(&patient["enqueued_at"]);
     let answered = Instant::now();
     let aged = answered + LIMIT * 5;
     let mut after_aged = 0;
     loop {
         let start = Instant::now();
-        let jobs = app.claim("aging", json!({"lease_ms": 60_000})).await;
-        let end = Instant::now();
+        let jobs = app.claim("aging", json!({"lease_ms": LEASE_MS})).await;
         assert_eq!(jobs.len(), 1, "the backlog outlasts the wait");
         if jobs[0]["id"] == "patient" {
-            // The claim ran by the time it answered. Redis's times are
-            // whole ms, cut down: the enqueue's may be up to 1 ms before
-            // its request began, and so its steps.
+            // By Redis's clock, which ages jobs: the claim that took it
+            // began (its lease's deadline less the lease) five limits or
+            // more after the enqueue. (This machine's wall clock can move
+            // against the test's monotonic one: compared across the two,
+            // the claim once seemed 2 ms early.)
+            let claimed_ms = ms_of(&jobs[0]["lease_expires_at"]) - LEASE_MS as i64;
+            let waited = claimed_ms - enqueued_ms;
             assert!(
-                end + Duration::from_millis(1) >= began + LIMIT * 5,
-                "aged too soon: {:?}",
-                end - began
+                waited >= 5 * LIMIT.as_millis() as i64,
+                "aged too soon: {waited} ms"
             );
             // Taken ahead of urgent jobs still waiting, not after the
             // last of them.
-            let next = app.claim("aging", json!({"lease_ms": 60_000})).await;
+            let next = app.claim("aging", json!({"lease_ms": LEASE_MS})).await;
             assert_eq!(next.len(), 1, "the backlog ran out before the job aged");
             break;
         }
