@@ -290,11 +290,9 @@ impl<B: Batch> Lane<B> {
                 // Answered under the lock, so that a request whose own
                 // deadline comes meanwhile finds its refusal.
                 let mut state = self.state();
-                self.metrics
-                    .waiting
-                    .decrement(state.waiting.queue.len() as f64);
-                state.waiting.answered = 0;
-                for waiter in state.waiting.queue.drain(..) {
+                let refused = state.waiting.take_all();
+                self.metrics.waiting.decrement(refused.len() as f64);
+                for waiter in refused {
                     let _ = waiter
                         .reply
                         .send(Err(QueueError::Unavailable(anyhow::anyhow!(
@@ -352,6 +350,12 @@ impl<B: Batch> Waiting<B> {
         let waiter = self.queue.pop_front()?;
         self.answered -= waiter.answered;
         Some(waiter)
+    }
+
+    /// Takes out every request waiting.
+    fn take_all(&mut self) -> VecDeque<Waiter<B>> {
+        self.answered = 0;
+        std::mem::take(&mut self.queue)
     }
 
     /// Takes out the request of `ticket` if it still waits.

@@ -261,4 +261,15 @@ fn the_waiting_total_follows_requests_queued_withdrawn_gone_and_taken() {
     assert_eq!(taken.iter().map(|w| w.ticket).collect::<Vec<_>>(), [1, 3]);
     assert_eq!(waiting.answered, 0);
     assert!(waiting.queue.is_empty());
+    // Refused all at once (the call before them failed).
+    let (reply, _answer) = oneshot::channel();
+    waiting.push(Waiter {
+        ticket: 4,
+        size: (400, 8),
+        answered: 400,
+        entry: 1,
+        reply,
+    });
+    assert_eq!(waiting.take_all().len(), 1);
+    assert_eq!(waiting.answered, 0);
 }
